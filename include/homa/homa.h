@@ -1,0 +1,285 @@
+/* libhoma application API: Homa RPCs between processes, over UDP.
+ *
+ * Concepts follow the Linux Homa module:
+ *   - a socket is bound to a port (a server's well-known port, or an
+ *     ephemeral client port); the UDP port equals the Homa port;
+ *   - a client sends a request to an endpoint and gets the RPC id back
+ *     (plus an optional completion cookie echoed with the response);
+ *   - homa_recv() returns the next message: any, requests only, responses
+ *     only, or the response of one RPC id;
+ *   - a server replies to a request by its id; any RPC can be aborted.
+ *
+ * Sockets live in a runtime: one protocol engine (homa/engine.h), its UDP
+ * sockets and a background thread.  Several sockets of a process share one
+ * runtime, so SRPT and grant decisions see all of the process's traffic.
+ * Pass NULL as the runtime to use the process-wide default runtime.
+ *
+ * Received messages stay in engine memory: homa_msg.data is valid until
+ * homa_release(); nothing is copied on the way to the application.
+ *
+ * Every function is thread-safe; docs/api.md spells out the threading
+ * contract (which thread does what, and when).
+ *
+ * Errors: negative HOMA_ERR_* values (homa/errors.h); homa_strerror(). */
+#ifndef HOMA_HOMA_H
+#define HOMA_HOMA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <homa/engine.h>
+#include <homa/errors.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct sockaddr;
+
+typedef struct homa_runtime homa_runtime;
+typedef struct homa_socket homa_socket;
+
+/* ---------------------------------------------------------------------------
+ * Addresses
+ * ------------------------------------------------------------------------ */
+
+/* Where a Homa socket lives: an address and a port.  addr holds an IPv6
+ * address, or an IPv4 address in IPv4-mapped form (::ffff:a.b.c.d); all-zero
+ * is the wildcard address (bind only).  port is in host byte order. */
+typedef struct homa_endpoint {
+    homa_addr addr;
+    uint16_t port;
+} homa_endpoint;
+
+/* Longest string homa_endpoint_format() writes, including the NUL. */
+#define HOMA_ENDPOINT_STRLEN 56
+
+/* Parses "a.b.c.d:port", "[v6addr]:port" or "hostname:port" (a name is
+ * resolved with getaddrinfo; IPv4 results are preferred when both exist).
+ * A missing ":port" gives port 0.  Returns 0 or HOMA_ERR_ADDR. */
+int homa_endpoint_parse(const char *str, homa_endpoint *out);
+/* Like homa_endpoint_parse() for a host (numeric or name) and a port. */
+int homa_endpoint_from_host(const char *host, uint16_t port, homa_endpoint *out);
+/* Writes "a.b.c.d:port" or "[v6]:port".  Returns the string length, or
+ * HOMA_ERR_INVAL if len is too small. */
+int homa_endpoint_format(const homa_endpoint *ep, char *buf, size_t len);
+/* Converts from a struct sockaddr_in or sockaddr_in6 (len = its size).
+ * Returns 0 or HOMA_ERR_ADDR. */
+int homa_endpoint_from_sockaddr(const struct sockaddr *sa, size_t len, homa_endpoint *out);
+/* Fills a struct sockaddr_in6 (IPv4 as IPv4-mapped; buf of at least
+ * sizeof(struct sockaddr_in6) bytes).  Returns the size written or
+ * HOMA_ERR_INVAL. */
+int homa_endpoint_to_sockaddr(const homa_endpoint *ep, struct sockaddr *sa, size_t len);
+/* 1 if the address is IPv4-mapped, else 0. */
+int homa_endpoint_is_ipv4(const homa_endpoint *ep);
+/* 1 if both endpoints have the same address and port. */
+int homa_endpoint_equal(const homa_endpoint *a, const homa_endpoint *b);
+
+/* ---------------------------------------------------------------------------
+ * Fault injection (for testing loss recovery; done in the UDP driver, on both
+ * the send and the receive path)
+ * ------------------------------------------------------------------------ */
+
+#define HOMA_FAULT_TX 1u /* apply to packets being sent */
+#define HOMA_FAULT_RX 2u /* apply to packets being received */
+
+typedef struct homa_faults {
+    double drop;       /* probability a packet is lost */
+    double dup;        /* probability a packet is delivered twice */
+    double reorder;    /* probability a packet is held back behind the next one */
+    double delay;      /* probability a packet is delayed by delay_us */
+    uint32_t delay_us; /* delay applied by `delay`; default 1,000 */
+    uint64_t seed;     /* PRNG seed; 0 = random */
+    unsigned dirs;     /* HOMA_FAULT_TX | HOMA_FAULT_RX; 0 = both */
+} homa_faults;
+
+/* Parses a spec such as "drop=0.05,dup=0.01,seed=7".  Keys: drop, dup,
+ * reorder, delay (probabilities in [0,1]), delay_us, seed, dir (tx, rx or
+ * both).  Returns 0 or HOMA_ERR_INVAL; on error a message naming the bad
+ * item goes to err (optional, errlen bytes). */
+int homa_faults_parse(const char *spec, homa_faults *out, char *err, size_t errlen);
+/* 1 if f injects no fault at all. */
+int homa_faults_none(const homa_faults *f);
+
+/* ---------------------------------------------------------------------------
+ * Runtime
+ * ------------------------------------------------------------------------ */
+
+/* Runtime option flags. */
+#define HOMA_RT_IGNORE_ENV 1u /* ignore HOMA_FAULTS, HOMA_PCAP, HOMA_MTU */
+#define HOMA_RT_NO_GSO 2u     /* never use UDP GSO on send */
+#define HOMA_RT_NO_GRO 4u     /* never ask for UDP GRO on receive */
+
+typedef struct homa_runtime_options {
+    /* Engine configuration.  config.max_payload and config.link_bps are
+     * ignored: the two fields below set them. */
+    homa_config config;
+    /* Payload bytes per DATA packet; 0 = derive from `mtu` as
+     * mtu - 40 (IPv6) - 8 (UDP) - 56 (Homa DATA header), capped by the
+     * largest UDP datagram.  Loopback (65,536) gives 65,432. */
+    uint32_t max_payload;
+    /* Path MTU used to derive max_payload; 0 = env HOMA_MTU if set, else the
+     * largest MTU of the host's interfaces that are up (the loopback MTU on
+     * most hosts: set this, or HOMA_MTU, for traffic over a real network). */
+    uint32_t mtu;
+    /* Link rate for the pacer in bit/s; 0 = no pacing. */
+    uint64_t link_bps;
+    /* A thread waiting in homa_recv() spins this long before sleeping in
+     * the kernel; 0 = never spin.  Default 50. */
+    uint32_t busy_poll_us;
+    /* Injected faults (all zero = none).  Env HOMA_FAULTS, when set,
+     * replaces this. */
+    homa_faults faults;
+    /* Write every packet sent and received to this pcap file (NULL = no
+     * capture).  Env HOMA_PCAP, when set, replaces this. */
+    const char *pcap_path;
+    /* HOMA_RT_* flags. */
+    unsigned flags;
+} homa_runtime_options;
+
+/* Fills the defaults (homa_config_default(), max_payload 0, mtu 0,
+ * link_bps 0, busy_poll_us 50, no faults, no pcap, flags 0). */
+void homa_runtime_options_default(homa_runtime_options *opts);
+
+/* Creates a runtime: the engine, no sockets yet, and the background thread.
+ * opts NULL = defaults.  Environment variables (HOMA_FAULTS, HOMA_PCAP,
+ * HOMA_MTU) apply unless HOMA_RT_IGNORE_ENV; a malformed one fails with
+ * HOMA_ERR_INVAL and a message on stderr.  Errors: HOMA_ERR_INVAL,
+ * HOMA_ERR_NOMEM, HOMA_ERR_IO. */
+int homa_runtime_create(const homa_runtime_options *opts, homa_runtime **out);
+/* Closes every socket of the runtime (threads blocked in homa_recv() on
+ * them return HOMA_ERR_SHUTDOWN), stops the background thread and frees
+ * everything.  Must not be called on the default runtime. */
+void homa_runtime_destroy(homa_runtime *rt);
+/* The process-wide default runtime, created with default options (and the
+ * environment) on first use.  Returns 0 or an error of homa_runtime_create;
+ * *out gets the runtime.  It is never destroyed. */
+int homa_runtime_default(homa_runtime **out);
+/* The engine configuration in force (max_payload as derived). */
+const homa_config *homa_runtime_config(const homa_runtime *rt);
+
+/* Counters of the UDP driver.  X(name, description) for every field. */
+#define HOMA_DRIVER_COUNTER_LIST(X)                                                                \
+    X(send_syscalls, "sendmsg/sendmmsg calls")                                                     \
+    X(recv_syscalls, "recvmmsg calls (including those that found nothing)")                        \
+    X(poll_syscalls, "epoll_wait calls (a thread went to sleep)")                                  \
+    X(wakeups, "eventfd writes to wake a sleeping thread")                                         \
+    X(datagrams_out, "Homa packets sent (a GSO send counts each segment)")                         \
+    X(datagrams_in, "Homa packets received (a GRO buffer counts each segment)")                    \
+    X(bytes_out, "UDP payload bytes sent")                                                         \
+    X(bytes_in, "UDP payload bytes received")                                                      \
+    X(gso_sends, "sends that used UDP GSO")                                                        \
+    X(gso_segments, "packets sent inside GSO sends")                                               \
+    X(gro_buffers, "received buffers holding several GRO-coalesced packets")                       \
+    X(gro_segments, "packets received inside GRO-coalesced buffers")                               \
+    X(garbage_in, "datagrams dropped as not Homa (malformed, truncated)")                          \
+    X(send_errors, "packets the kernel refused to send")                                           \
+    X(fault_drops, "packets dropped by fault injection")                                           \
+    X(fault_dups, "packets duplicated by fault injection")                                         \
+    X(fault_reorders, "packets reordered by fault injection")                                      \
+    X(fault_delays, "packets delayed by fault injection")                                          \
+    X(pcap_records, "packets written to the pcap file")
+
+typedef struct homa_driver_counters {
+#define HOMA_DRIVER_COUNTER_FIELD(name, desc) uint64_t name;
+    HOMA_DRIVER_COUNTER_LIST(HOMA_DRIVER_COUNTER_FIELD)
+#undef HOMA_DRIVER_COUNTER_FIELD
+} homa_driver_counters;
+
+/* Snapshot of the engine counters and the driver counters summed over all
+ * sockets the runtime ever had.  Either pointer may be NULL. */
+void homa_runtime_counters(homa_runtime *rt, homa_counters *engine, homa_driver_counters *driver);
+/* Name and description of driver counter i (0-based, struct order); NULL past the end. */
+const char *homa_driver_counter_name(size_t i);
+const char *homa_driver_counter_desc(size_t i);
+size_t homa_driver_counter_count(void);
+
+/* ---------------------------------------------------------------------------
+ * Sockets
+ * ------------------------------------------------------------------------ */
+
+/* Opens a socket on `port` of the wildcard address (IPv4 and IPv6); port 0
+ * picks an ephemeral port.  rt NULL = the default runtime.  Errors:
+ * HOMA_ERR_PORT_IN_USE, HOMA_ERR_LIMIT, HOMA_ERR_NOMEM, HOMA_ERR_IO. */
+int homa_socket_open(homa_runtime *rt, uint16_t port, homa_socket **out);
+/* Like homa_socket_open() bound to one local address (e.g. ::1 or
+ * 127.0.0.1; all-zero addr = wildcard). */
+int homa_socket_bind(homa_runtime *rt, const homa_endpoint *local, homa_socket **out);
+/* Closes the socket: its RPCs are aborted, its unreleased messages freed
+ * (data pointers become invalid), threads blocked in homa_recv() on it
+ * return HOMA_ERR_SHUTDOWN.  The socket must not be used afterwards. */
+void homa_socket_close(homa_socket *s);
+/* The socket's port. */
+uint16_t homa_socket_port(const homa_socket *s);
+/* The socket's local endpoint (the bound address and port). */
+void homa_socket_local(const homa_socket *s, homa_endpoint *out);
+homa_runtime *homa_socket_runtime(const homa_socket *s);
+/* A file descriptor for epoll/poll/select (an eventfd): readable when a
+ * message may be waiting for homa_recv().  It stays readable until a
+ * non-blocking homa_recv() on the socket returns HOMA_ERR_AGAIN, so call
+ * homa_recv(..., HOMA_NONBLOCK, ...) until then.  Owned by the socket:
+ * don't close or read it. */
+int homa_socket_fd(homa_socket *s);
+
+/* ---------------------------------------------------------------------------
+ * RPCs
+ * ------------------------------------------------------------------------ */
+
+/* Timeouts for homa_recv() / homa_call(), in nanoseconds. */
+#define HOMA_NONBLOCK ((int64_t)0)
+#define HOMA_FOREVER ((int64_t)-1)
+
+/* Sends a request of len bytes (copied) to dst.  cookie comes back in the
+ * response's homa_msg.cookie.  *id (optional) gets the RPC id (even).  The
+ * calling thread transmits the first packets itself before returning.
+ * Errors: HOMA_ERR_MSGSIZE, HOMA_ERR_LIMIT, HOMA_ERR_NOMEM, HOMA_ERR_INVAL,
+ * HOMA_ERR_SHUTDOWN. */
+int homa_send(homa_socket *s, const homa_endpoint *dst, const void *buf, size_t len,
+              uint64_t cookie, uint64_t *id);
+
+/* Receives the next message on s matching flags (HOMA_RECV_REQUEST,
+ * HOMA_RECV_RESPONSE or HOMA_RECV_ANY from homa/engine.h) or, if id is
+ * non-zero, the response of that client RPC.  Waits up to timeout_ns
+ * (HOMA_NONBLOCK, HOMA_FOREVER or a positive number of nanoseconds).
+ *
+ * Returns 0 with *msg filled: msg->data/length stay valid until
+ * homa_release(s, msg), which must follow.  A request (msg->is_request = 1,
+ * odd id) is answered with homa_reply(s, msg->id, ...).
+ *
+ * If a client RPC failed, returns its error (e.g. HOMA_ERR_TIMEOUT) with
+ * msg->id, cookie, peer and error filled and no data; nothing to release
+ * (homa_release is harmless).  Otherwise msg->id is 0 and the return value
+ * is HOMA_ERR_AGAIN (nothing within the timeout), HOMA_ERR_NOT_FOUND (id
+ * unknown), HOMA_ERR_SHUTDOWN (socket closing) or HOMA_ERR_INVAL. */
+int homa_recv(homa_socket *s, unsigned flags, uint64_t id, int64_t timeout_ns, homa_msg *msg);
+
+/* Gives a received message back to the engine.  msg->handle is cleared, so
+ * a second call is harmless. */
+void homa_release(homa_socket *s, homa_msg *msg);
+
+/* Replies to request `id` (odd) received on s; the reply (len bytes) is
+ * copied.  Errors: HOMA_ERR_NOT_FOUND, HOMA_ERR_STATE (already replied),
+ * HOMA_ERR_MSGSIZE, HOMA_ERR_NOMEM, HOMA_ERR_SHUTDOWN. */
+int homa_reply(homa_socket *s, uint64_t id, const void *buf, size_t len);
+
+/* Aborts an RPC: a client RPC is forgotten (never returned by homa_recv);
+ * a server RPC is discarded without a reply.  HOMA_ERR_NOT_FOUND. */
+int homa_abort(homa_socket *s, uint64_t id);
+
+/* Convenience: send a request and wait for its response (homa_send +
+ * homa_recv by id).  On timeout the RPC is aborted and HOMA_ERR_AGAIN is
+ * returned; RPC failures return their error.  On 0, release *resp. */
+int homa_call(homa_socket *s, const homa_endpoint *dst, const void *req, size_t len,
+              int64_t timeout_ns, homa_msg *resp);
+
+/* The peer of a received message as an endpoint. */
+static inline void homa_msg_peer(const homa_msg *msg, homa_endpoint *out)
+{
+    out->addr = msg->peer;
+    out->port = msg->peer_port;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif

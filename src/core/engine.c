@@ -1,0 +1,762 @@
+/* Engine object, tables (RPCs, peers, ports, tombstones), RPC lifecycle and
+ * the application-facing entry points.  Packet handling is in input.c,
+ * transmission in output.c, receiver scheduling in grant.c. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* ---------- hashing ---------- */
+
+static inline uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    x ^= x >> 33;
+    return x;
+}
+
+static uint64_t addr_hash(const homa_addr *a)
+{
+    uint64_t lo, hi;
+    memcpy(&lo, a->bytes, 8);
+    memcpy(&hi, a->bytes + 8, 8);
+    return mix64(lo ^ mix64(hi));
+}
+
+static inline bool addr_eq(const homa_addr *a, const homa_addr *b)
+{
+    return memcmp(a->bytes, b->bytes, sizeof(a->bytes)) == 0;
+}
+
+static uint64_t server_key(uint64_t id, const homa_addr *a, uint16_t port)
+{
+    return mix64(id ^ addr_hash(a) ^ ((uint64_t)port << 48));
+}
+
+/* Grows a chained table of struct homa_rpc (linked by hnext) when it gets full. */
+static void rpc_tab_grow(struct homa_rpc ***tab, size_t *nb, bool server)
+{
+    size_t nnb = *nb * 2;
+    struct homa_rpc **nt = calloc(nnb, sizeof(*nt));
+    if (!nt) return; /* keep the old, longer chains */
+    for (size_t i = 0; i < *nb; i++) {
+        struct homa_rpc *r = (*tab)[i];
+        while (r) {
+            struct homa_rpc *next = r->hnext;
+            uint64_t h = server ? server_key(r->id, &r->peer->addr, r->peer_port) : mix64(r->id);
+            r->hnext = nt[h & (nnb - 1)];
+            nt[h & (nnb - 1)] = r;
+            r = next;
+        }
+    }
+    free(*tab);
+    *tab = nt;
+    *nb = nnb;
+}
+
+static void rpc_tab_insert(struct homa_engine *eng, struct homa_rpc *rpc)
+{
+    bool server = rpc->id & 1;
+    struct homa_rpc ***tab = server ? &eng->server_tab : &eng->client_tab;
+    size_t *nb = server ? &eng->server_nb : &eng->client_nb;
+    size_t *n = server ? &eng->server_n : &eng->client_n;
+    if (*n >= *nb) rpc_tab_grow(tab, nb, server);
+    uint64_t h = server ? server_key(rpc->id, &rpc->peer->addr, rpc->peer_port) : mix64(rpc->id);
+    rpc->hnext = (*tab)[h & (*nb - 1)];
+    (*tab)[h & (*nb - 1)] = rpc;
+    (*n)++;
+}
+
+static void rpc_tab_remove(struct homa_engine *eng, struct homa_rpc *rpc)
+{
+    bool server = rpc->id & 1;
+    struct homa_rpc **tab = server ? eng->server_tab : eng->client_tab;
+    size_t nb = server ? eng->server_nb : eng->client_nb;
+    uint64_t h = server ? server_key(rpc->id, &rpc->peer->addr, rpc->peer_port) : mix64(rpc->id);
+    for (struct homa_rpc **pp = &tab[h & (nb - 1)]; *pp; pp = &(*pp)->hnext) {
+        if (*pp == rpc) {
+            *pp = rpc->hnext;
+            if (server)
+                eng->server_n--;
+            else
+                eng->client_n--;
+            return;
+        }
+    }
+}
+
+struct homa_rpc *homa_find_client(struct homa_engine *eng, uint64_t id)
+{
+    for (struct homa_rpc *r = eng->client_tab[mix64(id) & (eng->client_nb - 1)]; r; r = r->hnext)
+        if (r->id == id) return r;
+    return NULL;
+}
+
+struct homa_rpc *homa_find_server(struct homa_engine *eng, uint64_t id, const homa_addr *addr,
+                                  uint16_t peer_port)
+{
+    uint64_t h = server_key(id, addr, peer_port);
+    for (struct homa_rpc *r = eng->server_tab[h & (eng->server_nb - 1)]; r; r = r->hnext)
+        if (r->id == id && r->peer_port == peer_port && addr_eq(&r->peer->addr, addr)) return r;
+    return NULL;
+}
+
+/* ---------- peers ---------- */
+
+struct homa_peer *homa_peer_get(struct homa_engine *eng, const homa_addr *addr, bool create)
+{
+    uint64_t h = addr_hash(addr);
+    for (struct homa_peer *p = eng->peer_tab[h & (eng->peer_nb - 1)]; p; p = p->hnext)
+        if (addr_eq(&p->addr, addr)) return p;
+    if (!create) return NULL;
+    if (eng->peer_n >= eng->peer_nb) {
+        size_t nnb = eng->peer_nb * 2;
+        struct homa_peer **nt = calloc(nnb, sizeof(*nt));
+        if (nt) {
+            for (size_t i = 0; i < eng->peer_nb; i++) {
+                struct homa_peer *p = eng->peer_tab[i];
+                while (p) {
+                    struct homa_peer *next = p->hnext;
+                    uint64_t ph = addr_hash(&p->addr) & (nnb - 1);
+                    p->hnext = nt[ph];
+                    nt[ph] = p;
+                    p = next;
+                }
+            }
+            free(eng->peer_tab);
+            eng->peer_tab = nt;
+            eng->peer_nb = nnb;
+        }
+    }
+    struct homa_peer *p = calloc(1, sizeof(*p));
+    if (!p) return NULL;
+    p->addr = *addr;
+    /* Until the peer announces its cutoffs, assume it uses our defaults. */
+    memcpy(p->cutoffs, eng->cfg.unsched_cutoffs, sizeof(p->cutoffs));
+    p->cutoff_version = 0;
+    p->idle_since = eng->now;
+    size_t b = h & (eng->peer_nb - 1);
+    p->hnext = eng->peer_tab[b];
+    eng->peer_tab[b] = p;
+    eng->peer_n++;
+    return p;
+}
+
+static void peer_free(struct homa_engine *eng, struct homa_peer *peer)
+{
+    size_t b = addr_hash(&peer->addr) & (eng->peer_nb - 1);
+    for (struct homa_peer **pp = &eng->peer_tab[b]; *pp; pp = &(*pp)->hnext) {
+        if (*pp == peer) {
+            *pp = peer->hnext;
+            eng->peer_n--;
+            free(peer);
+            return;
+        }
+    }
+}
+
+/* Frees peers that have had no RPCs for a while; their pending acks are
+ * not lost for good: a server that still waits asks again with NEED_ACK and
+ * the client acks any id it does not know. */
+static void peers_reap(struct homa_engine *eng, uint64_t now)
+{
+    uint64_t idle = (uint64_t)eng->cfg.timeout_ticks * eng->cfg.tick_ns;
+    for (size_t i = 0; i < eng->peer_nb; i++) {
+        struct homa_peer *p = eng->peer_tab[i];
+        while (p) {
+            struct homa_peer *next = p->hnext;
+            if (p->num_rpcs == 0 && now - p->idle_since > idle) peer_free(eng, p);
+            p = next;
+        }
+    }
+}
+
+void homa_peer_queue_ack(struct homa_engine *eng, struct homa_peer *peer, uint64_t client_id,
+                         uint16_t server_port, uint16_t client_port)
+{
+    if (peer->num_acks == HOMA_PEER_MAX_ACKS) {
+        /* Flush the oldest five in an ACK packet to make room. */
+        struct homa_wire_pkt pkt;
+        memset(&pkt, 0, sizeof(pkt));
+        pkt.type = HOMA_PKT_ACK;
+        pkt.sender_id = peer->acks[0].client_id;
+        uint16_t cport = peer->acks[0].client_port;
+        uint32_t kept = 0;
+        for (uint32_t i = 0; i < peer->num_acks; i++) {
+            struct homa_pending_ack *a = &peer->acks[i];
+            if (a->client_port == cport && pkt.u.ack.num_acks < HOMA_MAX_ACKS_PER_PKT) {
+                pkt.u.ack.acks[pkt.u.ack.num_acks].client_id = a->client_id;
+                pkt.u.ack.acks[pkt.u.ack.num_acks].server_port = a->server_port;
+                pkt.u.ack.num_acks++;
+            } else {
+                peer->acks[kept++] = *a;
+            }
+        }
+        peer->num_acks = kept;
+        homa_ctl_queue(eng, NULL, &peer->addr, cport, pkt.u.ack.acks[0].server_port, &pkt);
+    }
+    struct homa_pending_ack *a = &peer->acks[peer->num_acks++];
+    a->client_id = client_id;
+    a->server_port = server_port;
+    a->client_port = client_port;
+}
+
+/* ---------- ports ---------- */
+
+struct homa_port *homa_port_find(struct homa_engine *eng, uint16_t num)
+{
+    for (struct homa_port *p = eng->port_tab[num & 63]; p; p = p->hnext)
+        if (p->num == num) return p;
+    return NULL;
+}
+
+int homa_engine_port_open(homa_engine *eng, uint16_t num)
+{
+    if (!eng || num == 0) return HOMA_ERR_INVAL;
+    if (homa_port_find(eng, num)) return HOMA_ERR_PORT_IN_USE;
+    if (eng->num_ports >= eng->cfg.max_ports) return HOMA_ERR_LIMIT;
+    struct homa_port *p = calloc(1, sizeof(*p));
+    if (!p) return HOMA_ERR_NOMEM;
+    p->num = num;
+    hlist_init(&p->ready);
+    p->hnext = eng->port_tab[num & 63];
+    eng->port_tab[num & 63] = p;
+    eng->num_ports++;
+    return 0;
+}
+
+int homa_engine_port_close(homa_engine *eng, uint64_t now, uint16_t num)
+{
+    if (!eng) return HOMA_ERR_INVAL;
+    struct homa_port *port = homa_port_find(eng, num);
+    if (!port) return HOMA_ERR_NO_PORT;
+    eng->now = now;
+    struct hlist *n = eng->rpcs.next;
+    while (n != &eng->rpcs) {
+        struct homa_rpc *r = HOMA_CONTAINER(n, struct homa_rpc, all_node);
+        n = n->next;
+        if (r->port == port) homa_rpc_free(eng, r);
+    }
+    /* zombies of this port keep a dangling port pointer: clear it */
+    for (struct hlist *z = eng->zombies.next; z != &eng->zombies; z = z->next)
+        HOMA_CONTAINER(z, struct homa_rpc, all_node)->port = NULL;
+    for (struct homa_port **pp = &eng->port_tab[num & 63]; *pp; pp = &(*pp)->hnext) {
+        if (*pp == port) {
+            *pp = port->hnext;
+            break;
+        }
+    }
+    free(port);
+    eng->num_ports--;
+    homa_notify_tx(eng);
+    return 0;
+}
+
+/* ---------- tombstones ---------- */
+
+static uint32_t tomb_bucket(const struct homa_engine *eng, uint64_t id, const homa_addr *a,
+                            uint16_t port)
+{
+    return (uint32_t)(server_key(id, a, port) & (eng->tomb_nb - 1));
+}
+
+bool homa_tomb_find(struct homa_engine *eng, uint64_t id, const homa_addr *addr, uint16_t port)
+{
+    for (int32_t i = eng->tomb_buckets[tomb_bucket(eng, id, addr, port)]; i >= 0;
+         i = eng->tombs[i].hnext) {
+        struct homa_tomb *t = &eng->tombs[i];
+        if (t->id == id && t->port == port && addr_eq(&t->addr, addr)) return true;
+    }
+    return false;
+}
+
+static void tomb_pop_oldest(struct homa_engine *eng)
+{
+    uint32_t idx = eng->tomb_head;
+    struct homa_tomb *t = &eng->tombs[idx];
+    uint32_t b = tomb_bucket(eng, t->id, &t->addr, t->port);
+    for (int32_t *pp = &eng->tomb_buckets[b]; *pp >= 0; pp = &eng->tombs[*pp].hnext) {
+        if (*pp == (int32_t)idx) {
+            *pp = t->hnext;
+            break;
+        }
+    }
+    t->used = false;
+    eng->tomb_head = (eng->tomb_head + 1) % eng->cfg.max_tombstones;
+    eng->tomb_count--;
+    eng->ctr.tombstones = eng->tomb_count;
+}
+
+void homa_tomb_add(struct homa_engine *eng, uint64_t id, const homa_addr *addr, uint16_t port)
+{
+    if (eng->tomb_count == eng->cfg.max_tombstones) tomb_pop_oldest(eng);
+    uint32_t idx = (eng->tomb_head + eng->tomb_count) % eng->cfg.max_tombstones;
+    struct homa_tomb *t = &eng->tombs[idx];
+    uint32_t ticks = eng->cfg.tombstone_ticks ? eng->cfg.tombstone_ticks
+                                              : 2 * eng->cfg.timeout_ticks;
+    t->id = id;
+    t->addr = *addr;
+    t->port = port;
+    t->expires = eng->now + (uint64_t)ticks * eng->cfg.tick_ns;
+    t->used = true;
+    uint32_t b = tomb_bucket(eng, id, addr, port);
+    t->hnext = eng->tomb_buckets[b];
+    eng->tomb_buckets[b] = (int32_t)idx;
+    eng->tomb_count++;
+    eng->ctr.tombstones = eng->tomb_count;
+}
+
+static void tombs_expire(struct homa_engine *eng, uint64_t now)
+{
+    while (eng->tomb_count > 0 && eng->tombs[eng->tomb_head].expires <= now) tomb_pop_oldest(eng);
+}
+
+/* ---------- control queue ---------- */
+
+void homa_ctl_queue(struct homa_engine *eng, struct homa_rpc *rpc, const homa_addr *dst,
+                    uint16_t sport, uint16_t dport, struct homa_wire_pkt *pkt)
+{
+    (void)rpc;
+    if (eng->ctl_count == HOMA_MAX_CTL_QUEUE) {
+        /* Bounded: under a flood the oldest control packet is dropped; the
+         * protocol's timers recover from lost control packets anyway. */
+        eng->ctl_head = (eng->ctl_head + 1) % HOMA_MAX_CTL_QUEUE;
+        eng->ctl_count--;
+    }
+    struct homa_ctl *c = &eng->ctl[(eng->ctl_head + eng->ctl_count) % HOMA_MAX_CTL_QUEUE];
+    eng->ctl_count++;
+    pkt->sport = sport;
+    pkt->dport = dport;
+    c->dst = *dst;
+    c->sport = sport;
+    c->dport = dport;
+    c->type = pkt->type;
+    c->hdr_len = (uint16_t)homa_wire_encode(pkt, c->hdr);
+}
+
+void homa_notify_tx(struct homa_engine *eng)
+{
+    if (eng->ops.want_tx && (eng->ctl_count > 0 || !hlist_empty(&eng->sendable)))
+        eng->ops.want_tx(eng->ops.ctx);
+}
+
+/* ---------- RPC lifecycle ---------- */
+
+static struct homa_rpc *rpc_new(struct homa_engine *eng, uint64_t id, struct homa_port *port,
+                                struct homa_peer *peer, uint16_t peer_port)
+{
+    struct homa_rpc *r = calloc(1, sizeof(*r));
+    if (!r) return NULL;
+    r->id = id;
+    r->port = port;
+    r->peer = peer;
+    r->peer_port = peer_port;
+    r->birth = eng->now;
+    r->last_heard = eng->now;
+    r->last_prodded = eng->now;
+    hlist_init(&r->ready_node);
+    hlist_init(&r->send_node);
+    hlist_init(&r->grant_node);
+    hlist_add_tail(&eng->rpcs, &r->all_node);
+    rpc_tab_insert(eng, r);
+    peer->num_rpcs++;
+    port->num_rpcs++;
+    eng->ctr.rpcs_live++;
+    return r;
+}
+
+struct homa_rpc *homa_rpc_new_server(struct homa_engine *eng, uint64_t id, struct homa_port *port,
+                                     struct homa_peer *peer, uint16_t peer_port);
+struct homa_rpc *homa_rpc_new_server(struct homa_engine *eng, uint64_t id, struct homa_port *port,
+                                     struct homa_peer *peer, uint16_t peer_port)
+{
+    struct homa_rpc *r = rpc_new(eng, id, port, peer, peer_port);
+    if (r) r->state = RPC_SERVER_INCOMING;
+    return r;
+}
+
+void homa_free_outbuf(struct homa_engine *eng, uint8_t *buf)
+{
+    if (!buf) return;
+    if (eng->tx_pins == 0) {
+        free(buf);
+        return;
+    }
+    if (eng->deferred_n == eng->deferred_cap) {
+        size_t cap = eng->deferred_cap ? eng->deferred_cap * 2 : 16;
+        void **d = realloc(eng->deferred, cap * sizeof(*d));
+        if (!d) {
+            /* Cannot defer: leak-free fallback is impossible without risking
+             * a use-after-free in the driver, so keep the buffer until destroy. */
+            return;
+        }
+        eng->deferred = d;
+        eng->deferred_cap = cap;
+    }
+    eng->deferred[eng->deferred_n++] = buf;
+}
+
+static void rpc_release_in(struct homa_engine *eng, struct homa_rpc *rpc)
+{
+    if (!rpc->in.active) return;
+    homa_grant_remove(eng, rpc);
+    eng->ctr.incoming_bytes -= homa_in_outstanding(&rpc->in);
+    eng->ctr.rx_bytes_in_use -= rpc->in.length;
+    homa_msgin_destroy(&rpc->in);
+}
+
+/* Unlinks an RPC from every table and list and frees it (or leaves it as a
+ * zombie while the application still holds its message). */
+void homa_rpc_free(struct homa_engine *eng, struct homa_rpc *rpc)
+{
+    if (rpc->zombie) return;
+    if ((rpc->id & 1) && (rpc->state == RPC_SERVER_IN_SERVICE || rpc->state == RPC_SERVER_OUTGOING))
+        homa_tomb_add(eng, rpc->id, &rpc->peer->addr, rpc->peer_port);
+    rpc_tab_remove(eng, rpc);
+    hlist_del(&rpc->all_node);
+    hlist_del(&rpc->ready_node);
+    homa_out_remove(eng, rpc);
+    homa_free_outbuf(eng, rpc->out.buf);
+    rpc->out.buf = NULL;
+    rpc->out.active = false;
+    rpc->peer->num_rpcs--;
+    if (rpc->peer->num_rpcs == 0) rpc->peer->idle_since = eng->now;
+    if (rpc->port) rpc->port->num_rpcs--;
+    eng->ctr.rpcs_live--;
+    if (rpc->app_holds) {
+        /* The application's homa_msg still points at in.buf; keep it (its
+         * memory stays counted) until homa_engine_release. */
+        homa_grant_remove(eng, rpc);
+        rpc->zombie = true;
+        hlist_add_tail(&eng->zombies, &rpc->all_node);
+        return;
+    }
+    rpc_release_in(eng, rpc);
+    free(rpc);
+}
+
+void homa_rpc_make_ready(struct homa_engine *eng, struct homa_rpc *rpc)
+{
+    rpc->state = (rpc->id & 1) ? RPC_SERVER_READY : RPC_CLIENT_READY;
+    if (rpc->port) {
+        hlist_add_tail(&rpc->port->ready, &rpc->ready_node);
+        if (eng->ops.ready) eng->ops.ready(eng->ops.ctx, rpc->port->num);
+    }
+}
+
+/* A client RPC ends with an error: stop all protocol activity and report it. */
+void homa_rpc_fail(struct homa_engine *eng, struct homa_rpc *rpc, int err)
+{
+    if (rpc->state != RPC_CLIENT_ACTIVE) return;
+    rpc->error = err;
+    homa_out_remove(eng, rpc);
+    rpc_release_in(eng, rpc);
+    homa_rpc_make_ready(eng, rpc);
+}
+
+/* ---------- creation ---------- */
+
+static uint8_t compute_max_sched(const homa_config *c)
+{
+    for (uint32_t i = 1; i < c->num_priorities; i++)
+        if (c->unsched_cutoffs[i] > 0) return (uint8_t)(i - 1);
+    return (uint8_t)(c->num_priorities - 1);
+}
+
+int homa_engine_create(const homa_config *cfg, const homa_engine_ops *ops, homa_engine **out)
+{
+    if (!out) return HOMA_ERR_INVAL;
+    *out = NULL;
+    homa_config def;
+    if (!cfg) {
+        homa_config_default(&def);
+        cfg = &def;
+    }
+    int err = homa_config_validate(cfg, NULL);
+    if (err) return err;
+    struct homa_engine *eng = calloc(1, sizeof(*eng));
+    if (!eng) return HOMA_ERR_NOMEM;
+    eng->cfg = *cfg;
+    if (eng->cfg.grant_window == 0) eng->cfg.grant_window = eng->cfg.unsched_bytes;
+    if (eng->cfg.grant_window == 0) eng->cfg.grant_window = eng->cfg.max_payload;
+    if (ops) eng->ops = *ops;
+    eng->max_sched_prio = compute_max_sched(&eng->cfg);
+    eng->cutoff_version = 1;
+    eng->client_nb = eng->server_nb = eng->peer_nb = 64;
+    eng->client_tab = calloc(eng->client_nb, sizeof(*eng->client_tab));
+    eng->server_tab = calloc(eng->server_nb, sizeof(*eng->server_tab));
+    eng->peer_tab = calloc(eng->peer_nb, sizeof(*eng->peer_tab));
+    eng->ctl = malloc(HOMA_MAX_CTL_QUEUE * sizeof(*eng->ctl));
+    eng->tombs = calloc(eng->cfg.max_tombstones, sizeof(*eng->tombs));
+    eng->tomb_nb = 64;
+    while (eng->tomb_nb < eng->cfg.max_tombstones) eng->tomb_nb *= 2;
+    eng->tomb_buckets = malloc(eng->tomb_nb * sizeof(*eng->tomb_buckets));
+    if (!eng->client_tab || !eng->server_tab || !eng->peer_tab || !eng->ctl || !eng->tombs ||
+        !eng->tomb_buckets) {
+        homa_engine_destroy(eng);
+        return HOMA_ERR_NOMEM;
+    }
+    for (uint32_t i = 0; i < eng->tomb_nb; i++) eng->tomb_buckets[i] = -1;
+    hlist_init(&eng->rpcs);
+    hlist_init(&eng->sendable);
+    hlist_init(&eng->grantable);
+    hlist_init(&eng->zombies);
+    uint64_t r = eng->ops.random ? eng->ops.random(eng->ops.ctx) : 0;
+    /* Client ids are even; start at a random point so two processes on one
+     * host are unlikely to reuse each other's ids towards a server. */
+    eng->next_client_id = ((r & 0x0000ffffffffffffull) + 1) << 1;
+    if (eng->cfg.grant_fifo_permille > 0)
+        eng->nonfifo_left = (int64_t)eng->cfg.fifo_grant_increment *
+                            (1000 - eng->cfg.grant_fifo_permille) / eng->cfg.grant_fifo_permille;
+    *out = eng;
+    return 0;
+}
+
+void homa_engine_destroy(homa_engine *eng)
+{
+    if (!eng) return;
+    if (eng->rpcs.next) {
+        while (!hlist_empty(&eng->rpcs)) {
+            struct homa_rpc *r = HOMA_CONTAINER(eng->rpcs.next, struct homa_rpc, all_node);
+            r->app_holds = false;
+            homa_rpc_free(eng, r);
+        }
+        while (!hlist_empty(&eng->zombies)) {
+            struct homa_rpc *r = HOMA_CONTAINER(eng->zombies.next, struct homa_rpc, all_node);
+            hlist_del(&r->all_node);
+            rpc_release_in(eng, r);
+            free(r);
+        }
+    }
+    for (size_t i = 0; i < 64; i++) {
+        while (eng->port_tab[i]) {
+            struct homa_port *p = eng->port_tab[i];
+            eng->port_tab[i] = p->hnext;
+            free(p);
+        }
+    }
+    if (eng->peer_tab) {
+        for (size_t i = 0; i < eng->peer_nb; i++) {
+            while (eng->peer_tab[i]) {
+                struct homa_peer *p = eng->peer_tab[i];
+                eng->peer_tab[i] = p->hnext;
+                free(p);
+            }
+        }
+    }
+    for (size_t i = 0; i < eng->deferred_n; i++) free(eng->deferred[i]);
+    free(eng->deferred);
+    free(eng->client_tab);
+    free(eng->server_tab);
+    free(eng->peer_tab);
+    free(eng->ctl);
+    free(eng->tombs);
+    free(eng->tomb_buckets);
+    free(eng);
+}
+
+const homa_config *homa_engine_config(const homa_engine *eng)
+{
+    return &eng->cfg;
+}
+
+void homa_engine_counters(const homa_engine *eng, homa_counters *out)
+{
+    *out = eng->ctr;
+}
+
+/* ---------- application calls ---------- */
+
+static int copy_message(const homa_engine *eng, const void *buf, size_t len, uint8_t **out)
+{
+    if (len > eng->cfg.max_message_length) return HOMA_ERR_MSGSIZE;
+    if (len > 0 && !buf) return HOMA_ERR_INVAL;
+    uint8_t *b = malloc(len ? len : 1);
+    if (!b) return HOMA_ERR_NOMEM;
+    if (len) memcpy(b, buf, len);
+    *out = b;
+    return 0;
+}
+
+int homa_engine_send_request(homa_engine *eng, uint64_t now, uint16_t port_num,
+                             const homa_addr *dst, uint16_t dport, const void *buf, size_t len,
+                             uint64_t cookie, uint64_t *id)
+{
+    if (!eng || !dst || dport == 0) return HOMA_ERR_INVAL;
+    eng->now = now;
+    struct homa_port *port = homa_port_find(eng, port_num);
+    if (!port) return HOMA_ERR_NO_PORT;
+    if (eng->ctr.rpcs_live >= eng->cfg.max_rpcs) return HOMA_ERR_LIMIT;
+    uint8_t *b;
+    int err = copy_message(eng, buf, len, &b);
+    if (err) return err;
+    struct homa_peer *peer = homa_peer_get(eng, dst, true);
+    if (!peer) {
+        free(b);
+        return HOMA_ERR_NOMEM;
+    }
+    uint64_t rid = eng->next_client_id;
+    eng->next_client_id += 2;
+    if (eng->next_client_id == 0) eng->next_client_id = 2;
+    struct homa_rpc *rpc = rpc_new(eng, rid, port, peer, dport);
+    if (!rpc) {
+        free(b);
+        return HOMA_ERR_NOMEM;
+    }
+    rpc->state = RPC_CLIENT_ACTIVE;
+    rpc->cookie = cookie;
+    eng->ctr.client_rpcs++;
+    homa_out_start(eng, rpc, b, (uint32_t)len);
+    if (id) *id = rid;
+    homa_notify_tx(eng);
+    return 0;
+}
+
+int homa_engine_send_reply(homa_engine *eng, uint64_t now, uint16_t port_num,
+                           const homa_addr *peer, uint16_t peer_port, uint64_t id,
+                           const void *buf, size_t len)
+{
+    if (!eng || !peer) return HOMA_ERR_INVAL;
+    eng->now = now;
+    struct homa_port *port = homa_port_find(eng, port_num);
+    if (!port) return HOMA_ERR_NO_PORT;
+    if (!(id & 1)) return HOMA_ERR_NOT_FOUND;
+    struct homa_rpc *rpc = homa_find_server(eng, id, peer, peer_port);
+    if (!rpc || rpc->port != port) return HOMA_ERR_NOT_FOUND;
+    if (rpc->state == RPC_SERVER_OUTGOING) return HOMA_ERR_STATE;
+    if (rpc->state != RPC_SERVER_IN_SERVICE) return HOMA_ERR_STATE;
+    uint8_t *b;
+    int err = copy_message(eng, buf, len, &b);
+    if (err) return err;
+    rpc->state = RPC_SERVER_OUTGOING;
+    /* The ack clock starts now, not when the request arrived. */
+    rpc->last_heard = now;
+    rpc->last_prodded = now;
+    eng->ctr.server_replies++;
+    homa_out_start(eng, rpc, b, (uint32_t)len);
+    homa_notify_tx(eng);
+    return 0;
+}
+
+int homa_engine_abort(homa_engine *eng, uint64_t now, uint16_t port_num, uint64_t id)
+{
+    if (!eng) return HOMA_ERR_INVAL;
+    eng->now = now;
+    struct homa_port *port = homa_port_find(eng, port_num);
+    if (!port) return HOMA_ERR_NO_PORT;
+    struct homa_rpc *rpc = (id & 1) ? NULL : homa_find_client(eng, id);
+    if (!rpc || rpc->port != port) return HOMA_ERR_NOT_FOUND;
+    if (rpc->state == RPC_CLIENT_DELIVERED) return HOMA_ERR_STATE;
+    eng->ctr.client_aborts++;
+    homa_rpc_free(eng, rpc);
+    homa_grant_check(eng);
+    homa_notify_tx(eng);
+    return 0;
+}
+
+static void deliver(struct homa_engine *eng, struct homa_rpc *rpc, homa_msg *msg)
+{
+    hlist_del(&rpc->ready_node);
+    memset(msg, 0, sizeof(*msg));
+    msg->id = rpc->id;
+    msg->cookie = rpc->cookie;
+    msg->peer = rpc->peer->addr;
+    msg->peer_port = rpc->peer_port;
+    msg->port = rpc->port->num;
+    msg->is_request = (rpc->id & 1) != 0;
+    msg->error = rpc->error;
+    if (rpc->in.active && !rpc->error) {
+        msg->data = rpc->in.buf;
+        msg->length = rpc->in.length;
+    }
+    msg->handle = rpc;
+    rpc->app_holds = true;
+    if (rpc->id & 1) {
+        rpc->state = RPC_SERVER_IN_SERVICE;
+        eng->ctr.server_requests++;
+    } else {
+        rpc->state = RPC_CLIENT_DELIVERED;
+    }
+}
+
+int homa_engine_recv(homa_engine *eng, uint16_t port_num, unsigned flags, uint64_t id,
+                     homa_msg *msg)
+{
+    if (!eng || !msg) return HOMA_ERR_INVAL;
+    struct homa_port *port = homa_port_find(eng, port_num);
+    if (!port) return HOMA_ERR_NO_PORT;
+    if (id != 0) {
+        struct homa_rpc *rpc = (id & 1) ? NULL : homa_find_client(eng, id);
+        if (!rpc || rpc->port != port || rpc->state == RPC_CLIENT_DELIVERED)
+            return HOMA_ERR_NOT_FOUND;
+        if (rpc->state != RPC_CLIENT_READY) return HOMA_ERR_AGAIN;
+        deliver(eng, rpc, msg);
+        return 0;
+    }
+    if (!(flags & HOMA_RECV_ANY)) return HOMA_ERR_INVAL;
+    for (struct hlist *n = port->ready.next; n != &port->ready; n = n->next) {
+        struct homa_rpc *rpc = HOMA_CONTAINER(n, struct homa_rpc, ready_node);
+        unsigned kind = (rpc->id & 1) ? HOMA_RECV_REQUEST : HOMA_RECV_RESPONSE;
+        if (flags & kind) {
+            deliver(eng, rpc, msg);
+            return 0;
+        }
+    }
+    return HOMA_ERR_AGAIN;
+}
+
+void homa_engine_release(homa_engine *eng, homa_msg *msg)
+{
+    if (!eng || !msg || !msg->handle) return;
+    struct homa_rpc *rpc = msg->handle;
+    msg->handle = NULL;
+    msg->data = NULL;
+    rpc->app_holds = false;
+    if (rpc->zombie) {
+        hlist_del(&rpc->all_node);
+        rpc_release_in(eng, rpc);
+        free(rpc);
+        return;
+    }
+    if (rpc->id & 1) {
+        /* The request bytes are no longer needed; the RPC lives on. */
+        rpc_release_in(eng, rpc);
+    } else {
+        homa_rpc_free(eng, rpc);
+    }
+}
+
+void homa_engine_pull_done(homa_engine *eng)
+{
+    if (!eng || eng->tx_pins == 0) return;
+    if (--eng->tx_pins == 0) {
+        for (size_t i = 0; i < eng->deferred_n; i++) free(eng->deferred[i]);
+        eng->deferred_n = 0;
+    }
+}
+
+uint64_t homa_engine_next_deadline(const homa_engine *eng)
+{
+    uint64_t d = UINT64_MAX;
+    if (!hlist_empty(&eng->rpcs) || eng->tomb_count > 0 || eng->peer_n > 0) d = eng->next_tick;
+    if (eng->pacer_blocked && eng->nic_free_at > eng->cfg.max_nic_queue_ns) {
+        uint64_t p = eng->nic_free_at - eng->cfg.max_nic_queue_ns;
+        if (p < d) d = p;
+    }
+    return d;
+}
+
+void homa_engine_timer(homa_engine *eng, uint64_t now)
+{
+    if (!eng) return;
+    eng->now = now;
+    if (now < eng->next_tick) return;
+    eng->next_tick = now + eng->cfg.tick_ns;
+    homa_timer_run(eng, now);
+    tombs_expire(eng, now);
+    peers_reap(eng, now);
+    homa_notify_tx(eng);
+}

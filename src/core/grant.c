@@ -1,0 +1,171 @@
+/* Receiver-side scheduling: which incoming messages get grants, how much,
+ * and at what priority.
+ *
+ * Messages that still need grants sit in eng->grantable sorted by bytes
+ * still to receive (SRPT), oldest first on ties.  The active set is the
+ * first max_overcommit of them, taking at most one message per sender (a
+ * sender can only transmit one message at a time at full speed, so granting
+ * two of its messages would waste the overcommitment).  Each active message
+ * is kept grant_window bytes ahead of what has arrived, as long as the total
+ * of granted-but-unreceived bytes stays within max_incoming.  A share of
+ * grant_fifo_permille of the granted bytes goes to the oldest message so
+ * that long messages cannot starve. */
+#include <string.h>
+
+#include "internal.h"
+
+#define GRANT_SCAN_LIMIT 256 /* bound on list entries examined per check */
+
+static inline uint32_t in_remaining(const struct homa_msgin *m)
+{
+    return m->length - m->received;
+}
+
+static bool before(const struct homa_rpc *a, const struct homa_rpc *b)
+{
+    uint32_t ra = in_remaining(&a->in), rb = in_remaining(&b->in);
+    return ra < rb || (ra == rb && a->birth < b->birth);
+}
+
+void homa_grant_add(struct homa_engine *eng, struct homa_rpc *rpc)
+{
+    if (hlist_linked(&rpc->grant_node) || rpc->in.granted >= rpc->in.length) return;
+    /* Search from the tail: new messages are usually long and go last. */
+    struct hlist *pos = eng->grantable.prev;
+    while (pos != &eng->grantable) {
+        struct homa_rpc *o = HOMA_CONTAINER(pos, struct homa_rpc, grant_node);
+        if (!before(rpc, o)) break;
+        pos = pos->prev;
+    }
+    hlist_insert_before(pos->next, &rpc->grant_node);
+}
+
+void homa_grant_remove(struct homa_engine *eng, struct homa_rpc *rpc)
+{
+    (void)eng;
+    hlist_del(&rpc->grant_node);
+}
+
+/* Data arrived for rpc: its remaining bytes shrank, so it can only move
+ * towards the head. */
+void homa_grant_update(struct homa_engine *eng, struct homa_rpc *rpc)
+{
+    if (!hlist_linked(&rpc->grant_node)) return;
+    struct hlist *pos = rpc->grant_node.prev;
+    if (pos == &eng->grantable) return;
+    if (!before(rpc, HOMA_CONTAINER(pos, struct homa_rpc, grant_node))) return;
+    hlist_del(&rpc->grant_node);
+    while (pos != &eng->grantable && before(rpc, HOMA_CONTAINER(pos, struct homa_rpc, grant_node)))
+        pos = pos->prev;
+    hlist_insert_before(pos->next, &rpc->grant_node);
+}
+
+uint8_t homa_grant_prio_for_rank(const struct homa_engine *eng, int rank, int num_active)
+{
+    int max = eng->max_sched_prio;
+    int prio = max - rank;
+    /* With fewer active messages than levels, use the lowest levels and keep
+     * the upper ones free for messages that arrive later and are shorter. */
+    int extra = max + 1 - num_active;
+    if (extra > 0) prio -= extra;
+    return (uint8_t)(prio < 0 ? 0 : prio);
+}
+
+static void send_grant(struct homa_engine *eng, struct homa_rpc *rpc)
+{
+    struct homa_wire_pkt pkt;
+    memset(&pkt, 0, sizeof(pkt));
+    pkt.type = HOMA_PKT_GRANT;
+    pkt.sender_id = rpc->id;
+    pkt.u.grant.offset = rpc->in.granted;
+    pkt.u.grant.priority = rpc->in.prio;
+    homa_ctl_queue(eng, rpc, &rpc->peer->addr, rpc->port ? rpc->port->num : 0, rpc->peer_port,
+                   &pkt);
+}
+
+/* Raises rpc's grant by up to inc bytes; returns the bytes granted. */
+static uint32_t grant_more(struct homa_engine *eng, struct homa_rpc *rpc, uint32_t inc,
+                           uint8_t prio)
+{
+    struct homa_msgin *m = &rpc->in;
+    if (inc > m->length - m->granted) inc = m->length - m->granted;
+    if (inc == 0) return 0;
+    m->granted += inc;
+    m->prio = prio;
+    eng->ctr.incoming_bytes += inc;
+    homa_gauge_max(&eng->ctr.incoming_peak, eng->ctr.incoming_bytes);
+    eng->ctr.granted_bytes += inc;
+    send_grant(eng, rpc);
+    if (m->granted >= m->length) homa_grant_remove(eng, rpc);
+    return inc;
+}
+
+static void fifo_grant(struct homa_engine *eng)
+{
+    struct homa_rpc *oldest = NULL;
+    int scanned = 0;
+    for (struct hlist *n = eng->grantable.next; n != &eng->grantable && scanned < GRANT_SCAN_LIMIT;
+         n = n->next, scanned++) {
+        struct homa_rpc *r = HOMA_CONTAINER(n, struct homa_rpc, grant_node);
+        if (!oldest || r->birth < oldest->birth) oldest = r;
+    }
+    if (!oldest) return;
+    uint64_t room = eng->cfg.max_incoming > eng->ctr.incoming_bytes
+                        ? eng->cfg.max_incoming - eng->ctr.incoming_bytes
+                        : 0;
+    uint32_t inc = eng->cfg.fifo_grant_increment;
+    if (inc > room) return; /* try again when the pipe has drained */
+    if (grant_more(eng, oldest, inc, eng->max_sched_prio) > 0) eng->ctr.fifo_grants++;
+    eng->nonfifo_left += (int64_t)eng->cfg.fifo_grant_increment *
+                         (1000 - eng->cfg.grant_fifo_permille) / eng->cfg.grant_fifo_permille;
+}
+
+void homa_grant_check(struct homa_engine *eng)
+{
+    if (hlist_empty(&eng->grantable)) return;
+    struct homa_rpc *active[64];
+    int n_active = 0;
+    int scanned = 0;
+    for (struct hlist *n = eng->grantable.next;
+         n != &eng->grantable && n_active < (int)eng->cfg.max_overcommit &&
+         scanned < GRANT_SCAN_LIMIT;
+         n = n->next, scanned++) {
+        struct homa_rpc *r = HOMA_CONTAINER(n, struct homa_rpc, grant_node);
+        bool dup = false;
+        for (int i = 0; i < n_active; i++)
+            if (active[i]->peer == r->peer) {
+                dup = true;
+                break;
+            }
+        if (!dup) active[n_active++] = r;
+    }
+    for (int rank = 0; rank < n_active; rank++) {
+        struct homa_rpc *r = active[rank];
+        struct homa_msgin *m = &r->in;
+        uint8_t prio = homa_grant_prio_for_rank(eng, rank, n_active);
+        uint32_t seg = m->seg_size ? m->seg_size : eng->cfg.max_payload;
+        uint64_t target = (uint64_t)m->received + eng->cfg.grant_window;
+        target = (target + seg - 1) / seg * seg; /* whole packets only */
+        if (target > m->length) target = m->length;
+        if (target <= m->granted) {
+            if (prio != m->prio) {
+                /* rank changed: tell the sender its new priority */
+                m->prio = prio;
+                send_grant(eng, r);
+            }
+            continue;
+        }
+        uint64_t room = eng->cfg.max_incoming > eng->ctr.incoming_bytes
+                            ? eng->cfg.max_incoming - eng->ctr.incoming_bytes
+                            : 0;
+        uint32_t inc = (uint32_t)(target - m->granted);
+        if (inc > room) {
+            /* Partial grants smaller than a packet only add overhead. */
+            if (room < seg) break;
+            inc = (uint32_t)room;
+        }
+        uint32_t given = grant_more(eng, r, inc, prio);
+        eng->nonfifo_left -= given;
+    }
+    if (eng->cfg.grant_fifo_permille > 0 && eng->nonfifo_left <= 0) fifo_grant(eng);
+}

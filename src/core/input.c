@@ -1,0 +1,503 @@
+/* Packet input and timers: the protocol's reactions to what arrives and to
+ * silence. */
+#include <string.h>
+
+#include "internal.h"
+
+struct homa_rpc *homa_rpc_new_server(struct homa_engine *eng, uint64_t id, struct homa_port *port,
+                                     struct homa_peer *peer, uint16_t peer_port);
+
+static int drop(struct homa_engine *eng, int reason)
+{
+    switch (reason) {
+    case HOMA_DROP_SHORT: eng->ctr.drop_short++; break;
+    case HOMA_DROP_BAD_TYPE: eng->ctr.drop_bad_type++; break;
+    case HOMA_DROP_TRUNCATED: eng->ctr.drop_truncated++; break;
+    case HOMA_DROP_ZERO_ID: eng->ctr.drop_zero_id++; break;
+    case HOMA_DROP_BAD_RANGE: eng->ctr.drop_bad_range++; break;
+    case HOMA_DROP_BAD_PRIORITY: eng->ctr.drop_bad_priority++; break;
+    case HOMA_DROP_BAD_ACKS: eng->ctr.drop_bad_acks++; break;
+    case HOMA_DROP_MSG_TOO_LONG: eng->ctr.drop_msg_too_long++; break;
+    case HOMA_DROP_BAD_GRANT: eng->ctr.drop_bad_grant++; break;
+    case HOMA_DROP_INCONSISTENT: eng->ctr.drop_inconsistent++; break;
+    case HOMA_DROP_NO_PORT: eng->ctr.drop_no_port++; break;
+    case HOMA_DROP_NO_RPC: eng->ctr.drop_no_rpc++; break;
+    case HOMA_DROP_NO_MEMORY: eng->ctr.drop_no_memory++; break;
+    case HOMA_DROP_DUPLICATE: eng->ctr.drop_duplicate++; break;
+    case HOMA_DROP_COMPLETED: eng->ctr.drop_completed++; break;
+    default: break;
+    }
+    return reason;
+}
+
+static int wire_to_drop(int werr)
+{
+    switch (werr) {
+    case HOMA_WIRE_SHORT: return HOMA_DROP_SHORT;
+    case HOMA_WIRE_BAD_TYPE: return HOMA_DROP_BAD_TYPE;
+    case HOMA_WIRE_TRUNCATED: return HOMA_DROP_TRUNCATED;
+    case HOMA_WIRE_ZERO_ID: return HOMA_DROP_ZERO_ID;
+    case HOMA_WIRE_BAD_RANGE: return HOMA_DROP_BAD_RANGE;
+    case HOMA_WIRE_BAD_PRIORITY: return HOMA_DROP_BAD_PRIORITY;
+    case HOMA_WIRE_BAD_ACKS: return HOMA_DROP_BAD_ACKS;
+    default: return HOMA_DROP_BAD_TYPE;
+    }
+}
+
+/* Sends a header-only control packet of `type` about local id `id`. */
+static void send_simple(struct homa_engine *eng, uint8_t type, uint64_t id, const homa_addr *dst,
+                        uint16_t sport, uint16_t dport)
+{
+    struct homa_wire_pkt pkt;
+    memset(&pkt, 0, sizeof(pkt));
+    pkt.type = type;
+    pkt.sender_id = id;
+    homa_ctl_queue(eng, NULL, dst, sport, dport, &pkt);
+}
+
+static void send_cutoffs(struct homa_engine *eng, struct homa_peer *peer, uint64_t id,
+                         uint16_t sport, uint16_t dport)
+{
+    struct homa_wire_pkt pkt;
+    memset(&pkt, 0, sizeof(pkt));
+    pkt.type = HOMA_PKT_CUTOFFS;
+    pkt.sender_id = id;
+    memcpy(pkt.u.cutoffs.cutoffs, eng->cfg.unsched_cutoffs, sizeof(pkt.u.cutoffs.cutoffs));
+    pkt.u.cutoffs.version = eng->cutoff_version;
+    homa_ctl_queue(eng, NULL, &peer->addr, sport, dport, &pkt);
+    peer->cutoffs_sent_once = true;
+    peer->cutoffs_sent_at = eng->now;
+}
+
+/* Priority a RESEND asks the sender to use: ours for that part of the message. */
+static uint8_t resend_prio(struct homa_engine *eng, struct homa_rpc *rpc, uint32_t offset)
+{
+    if (offset < eng->cfg.unsched_bytes)
+        return homa_unsched_prio(eng, eng->cfg.unsched_cutoffs, rpc->in.length);
+    return rpc->in.prio;
+}
+
+static void send_resend(struct homa_engine *eng, struct homa_rpc *rpc, uint32_t offset,
+                        uint32_t length, uint8_t prio)
+{
+    struct homa_wire_pkt pkt;
+    memset(&pkt, 0, sizeof(pkt));
+    pkt.type = HOMA_PKT_RESEND;
+    pkt.sender_id = rpc->id;
+    pkt.u.resend.offset = offset;
+    pkt.u.resend.length = length;
+    pkt.u.resend.priority = prio;
+    homa_ctl_queue(eng, rpc, &rpc->peer->addr, rpc->port ? rpc->port->num : 0, rpc->peer_port,
+                   &pkt);
+}
+
+/* An ack record from `src` (carried by a packet from its port client_port). */
+static void handle_ack(struct homa_engine *eng, const homa_addr *src, uint16_t client_port,
+                       const struct homa_wire_ack *ack)
+{
+    if (ack->client_id == 0) return;
+    struct homa_rpc *rpc = homa_find_server(eng, ack->client_id ^ 1, src, client_port);
+    if (!rpc || !rpc->port || rpc->port->num != ack->server_port) return;
+    if (rpc->state != RPC_SERVER_OUTGOING) return; /* nothing to ack yet */
+    eng->ctr.server_acked++;
+    homa_rpc_free(eng, rpc);
+}
+
+/* Restart a client request after the server said it does not know it. */
+static void client_restart(struct homa_engine *eng, struct homa_rpc *rpc)
+{
+    if (rpc->in.active) {
+        homa_grant_remove(eng, rpc);
+        eng->ctr.incoming_bytes -= homa_in_outstanding(&rpc->in);
+        eng->ctr.rx_bytes_in_use -= rpc->in.length;
+        homa_msgin_destroy(&rpc->in);
+    }
+    struct homa_msgout *m = &rpc->out;
+    homa_out_remove(eng, rpc);
+    m->next_xmit = 0;
+    m->granted = m->unsched;
+    m->num_rtx = 0;
+    m->empty_pending = (m->length == 0);
+    eng->ctr.client_restarts++;
+    homa_out_update(eng, rpc);
+}
+
+static int handle_data(struct homa_engine *eng, uint64_t now, const homa_addr *src,
+                       const struct homa_wire_pkt *pkt)
+{
+    uint64_t local = pkt->sender_id ^ 1;
+    const uint32_t len = pkt->u.data.message_length;
+    if (len > eng->cfg.max_message_length) return drop(eng, HOMA_DROP_MSG_TOO_LONG);
+    struct homa_rpc *rpc;
+    if (local & 1) {
+        rpc = homa_find_server(eng, local, src, pkt->sport);
+        if (!rpc) {
+            struct homa_port *port = homa_port_find(eng, pkt->dport);
+            if (!port) return drop(eng, HOMA_DROP_NO_PORT);
+            if (homa_tomb_find(eng, local, src, pkt->sport))
+                return drop(eng, HOMA_DROP_COMPLETED);
+            if (eng->ctr.rpcs_live >= eng->cfg.max_rpcs ||
+                eng->ctr.rx_bytes_in_use + len > eng->cfg.max_rx_bytes)
+                return drop(eng, HOMA_DROP_NO_MEMORY);
+            struct homa_peer *peer = homa_peer_get(eng, src, true);
+            if (!peer) return drop(eng, HOMA_DROP_NO_MEMORY);
+            rpc = homa_rpc_new_server(eng, local, port, peer, pkt->sport);
+            if (!rpc) return drop(eng, HOMA_DROP_NO_MEMORY);
+        } else if (rpc->state != RPC_SERVER_INCOMING) {
+            return drop(eng, HOMA_DROP_DUPLICATE);
+        }
+    } else {
+        rpc = homa_find_client(eng, local);
+        if (!rpc || memcmp(&rpc->peer->addr, src, sizeof(*src)) != 0 ||
+            rpc->peer_port != pkt->sport || !rpc->port || rpc->port->num != pkt->dport)
+            return drop(eng, HOMA_DROP_NO_RPC);
+        if (rpc->state != RPC_CLIENT_ACTIVE) return drop(eng, HOMA_DROP_DUPLICATE);
+        if (!rpc->in.active) {
+            if (eng->ctr.rx_bytes_in_use + len > eng->cfg.max_rx_bytes) {
+                homa_rpc_fail(eng, rpc, HOMA_ERR_NOMEM);
+                return drop(eng, HOMA_DROP_NO_MEMORY);
+            }
+            /* The server is answering, so it has the whole request. */
+            homa_out_remove(eng, rpc);
+            rpc->out.next_xmit = rpc->out.length;
+            rpc->out.granted = rpc->out.length;
+        }
+    }
+
+    struct homa_msgin *m = &rpc->in;
+    if (!m->active) {
+        if (homa_msgin_init(m, len, pkt->u.data.incoming) != 0) {
+            if (local & 1) {
+                homa_rpc_free(eng, rpc);
+            } else {
+                homa_rpc_fail(eng, rpc, HOMA_ERR_NOMEM);
+            }
+            return drop(eng, HOMA_DROP_NO_MEMORY);
+        }
+        eng->ctr.rx_bytes_in_use += len;
+        homa_gauge_max(&eng->ctr.rx_bytes_peak, eng->ctr.rx_bytes_in_use);
+        eng->ctr.incoming_bytes += homa_in_outstanding(m);
+        homa_gauge_max(&eng->ctr.incoming_peak, eng->ctr.incoming_bytes);
+        m->prio = homa_unsched_prio(eng, eng->cfg.unsched_cutoffs, len);
+        homa_grant_add(eng, rpc);
+    } else if (m->length != len) {
+        return drop(eng, HOMA_DROP_INCONSISTENT);
+    }
+    rpc->last_heard = now;
+
+    /* The sender may have received grants we sent, or a RESEND raised its
+     * budget: trust `incoming` only up to what we granted or the
+     * unscheduled amount. */
+    uint32_t before = homa_in_outstanding(m);
+    uint32_t added;
+    int res = homa_msgin_add(m, pkt->u.data.offset, pkt->u.data.payload, pkt->u.data.payload_len,
+                             &added);
+    uint32_t after = homa_in_outstanding(m);
+    eng->ctr.incoming_bytes -= before - after;
+    eng->ctr.bytes_in += added;
+    if (pkt->u.data.ack.client_id) handle_ack(eng, src, pkt->sport, &pkt->u.data.ack);
+
+    /* A sender with old cutoffs gets ours (at most once per tick). */
+    if (pkt->u.data.cutoff_version != eng->cutoff_version) {
+        struct homa_peer *peer = rpc->peer;
+        if (!peer->cutoffs_sent_once || now - peer->cutoffs_sent_at >= eng->cfg.tick_ns)
+            send_cutoffs(eng, peer, rpc->id, rpc->port ? rpc->port->num : pkt->dport, pkt->sport);
+    }
+    if (res == HOMA_MSGIN_NOMEM) return drop(eng, HOMA_DROP_NO_MEMORY);
+    if (res == HOMA_MSGIN_DUP && !homa_msgin_complete(m)) return drop(eng, HOMA_DROP_DUPLICATE);
+    if (homa_msgin_complete(m)) {
+        homa_grant_remove(eng, rpc);
+        eng->ctr.incoming_bytes -= homa_in_outstanding(m);
+        m->granted = m->length;
+        if (local & 1) {
+            homa_rpc_make_ready(eng, rpc);
+        } else {
+            eng->ctr.client_completed++;
+            homa_out_remove(eng, rpc);
+            homa_peer_queue_ack(eng, rpc->peer, rpc->id, rpc->peer_port, rpc->port->num);
+            homa_rpc_make_ready(eng, rpc);
+        }
+    } else {
+        homa_grant_update(eng, rpc);
+    }
+    homa_grant_check(eng);
+    return 0;
+}
+
+static int handle_grant(struct homa_engine *eng, uint64_t now, struct homa_rpc *rpc,
+                        const struct homa_wire_pkt *pkt)
+{
+    struct homa_msgout *m = &rpc->out;
+    if (!m->active) return drop(eng, HOMA_DROP_NO_RPC);
+    if (pkt->u.grant.offset > m->length) return drop(eng, HOMA_DROP_BAD_GRANT);
+    rpc->last_heard = now;
+    if (pkt->u.grant.offset > m->granted) m->granted = pkt->u.grant.offset;
+    m->sched_prio = pkt->u.grant.priority;
+    homa_out_update(eng, rpc);
+    return 0;
+}
+
+static int handle_resend(struct homa_engine *eng, uint64_t now, struct homa_rpc *rpc,
+                         const struct homa_wire_pkt *pkt)
+{
+    struct homa_msgout *m = &rpc->out;
+    rpc->last_heard = now;
+    if (!m->active || ((rpc->id & 1) && rpc->state != RPC_SERVER_OUTGOING)) {
+        /* Still receiving or computing: we are alive, nothing to resend. */
+        send_simple(eng, HOMA_PKT_BUSY, rpc->id, &rpc->peer->addr, rpc->port->num,
+                    rpc->peer_port);
+        return 0;
+    }
+    uint64_t start = pkt->u.resend.offset;
+    uint64_t end = pkt->u.resend.length == HOMA_RESEND_ALL ? m->next_xmit
+                                                           : start + pkt->u.resend.length;
+    if (end > m->length) end = m->length;
+    if (m->length == 0) {
+        homa_out_add_rtx(eng, rpc, 0, 0, pkt->u.resend.priority);
+        return 0;
+    }
+    if (start >= end) return 0;
+    if (end > m->granted) {
+        /* A RESEND implies a grant (our copy of a GRANT may have been lost). */
+        m->granted = (uint32_t)end;
+        m->sched_prio = pkt->u.resend.priority;
+    }
+    uint32_t sent_end = end < m->next_xmit ? (uint32_t)end : m->next_xmit;
+    if (start < sent_end) {
+        homa_out_add_rtx(eng, rpc, (uint32_t)start, sent_end, pkt->u.resend.priority);
+    } else {
+        /* Not sent yet: we are deliberately sending something shorter. */
+        homa_out_update(eng, rpc);
+        send_simple(eng, HOMA_PKT_BUSY, rpc->id, &rpc->peer->addr, rpc->port->num,
+                    rpc->peer_port);
+    }
+    return 0;
+}
+
+static void handle_need_ack(struct homa_engine *eng, const homa_addr *src,
+                            const struct homa_wire_pkt *pkt)
+{
+    uint64_t local = pkt->sender_id ^ 1;
+    if (local & 1) return; /* only servers ask, only clients answer */
+    struct homa_rpc *rpc = homa_find_client(eng, local);
+    if (rpc && rpc->state == RPC_CLIENT_ACTIVE) return; /* response not complete yet */
+    struct homa_wire_pkt ack;
+    memset(&ack, 0, sizeof(ack));
+    ack.type = HOMA_PKT_ACK;
+    ack.sender_id = local;
+    ack.u.ack.acks[0].client_id = local;
+    ack.u.ack.acks[0].server_port = pkt->sport;
+    ack.u.ack.num_acks = 1;
+    struct homa_peer *peer = homa_peer_get(eng, src, false);
+    if (peer) {
+        /* Take the chance to flush other acks for this peer from this port. */
+        uint32_t kept = 0;
+        for (uint32_t i = 0; i < peer->num_acks; i++) {
+            struct homa_pending_ack *a = &peer->acks[i];
+            if (a->client_id == local) continue;
+            if (a->client_port == pkt->dport && ack.u.ack.num_acks < HOMA_MAX_ACKS_PER_PKT) {
+                ack.u.ack.acks[ack.u.ack.num_acks].client_id = a->client_id;
+                ack.u.ack.acks[ack.u.ack.num_acks].server_port = a->server_port;
+                ack.u.ack.num_acks++;
+            } else {
+                peer->acks[kept++] = *a;
+            }
+        }
+        peer->num_acks = kept;
+    }
+    homa_ctl_queue(eng, NULL, src, pkt->dport, pkt->sport, &ack);
+}
+
+int homa_engine_input(homa_engine *eng, uint64_t now, const homa_addr *src, const uint8_t *buf,
+                      size_t len)
+{
+    if (!eng || !src || (!buf && len)) return HOMA_DROP_SHORT;
+    eng->now = now;
+    struct homa_wire_pkt pkt;
+    int werr = homa_wire_decode(buf, len, &pkt);
+    if (werr != HOMA_WIRE_OK) return drop(eng, wire_to_drop(werr));
+    uint64_t local = pkt.sender_id ^ 1;
+    int ret = 0;
+    struct homa_rpc *rpc = NULL;
+    if (pkt.type != HOMA_PKT_DATA && pkt.type != HOMA_PKT_ACK && pkt.type != HOMA_PKT_CUTOFFS &&
+        pkt.type != HOMA_PKT_FREEZE && pkt.type != HOMA_PKT_NEED_ACK) {
+        rpc = (local & 1) ? homa_find_server(eng, local, src, pkt.sport)
+                          : homa_find_client(eng, local);
+        if (rpc && (memcmp(&rpc->peer->addr, src, sizeof(*src)) != 0 || !rpc->port ||
+                    rpc->port->num != pkt.dport))
+            rpc = NULL;
+    }
+    switch (pkt.type) {
+    case HOMA_PKT_DATA:
+        eng->ctr.data_in++;
+        ret = handle_data(eng, now, src, &pkt);
+        break;
+    case HOMA_PKT_GRANT:
+        eng->ctr.grant_in++;
+        ret = rpc ? handle_grant(eng, now, rpc, &pkt) : drop(eng, HOMA_DROP_NO_RPC);
+        break;
+    case HOMA_PKT_RESEND:
+        eng->ctr.resend_in++;
+        if (rpc) {
+            ret = handle_resend(eng, now, rpc, &pkt);
+        } else if (homa_port_find(eng, pkt.dport)) {
+            /* We have no such RPC: say so, so the peer can restart or clean up. */
+            send_simple(eng, HOMA_PKT_RPC_UNKNOWN, local, src, pkt.dport, pkt.sport);
+            ret = drop(eng, HOMA_DROP_NO_RPC);
+        } else {
+            ret = drop(eng, HOMA_DROP_NO_PORT);
+        }
+        break;
+    case HOMA_PKT_RPC_UNKNOWN:
+        eng->ctr.unknown_in++;
+        if (!rpc) {
+            ret = drop(eng, HOMA_DROP_NO_RPC);
+        } else if (local & 1) {
+            /* the client forgot this RPC (aborted): free our side */
+            homa_rpc_free(eng, rpc);
+            homa_grant_check(eng);
+        } else if (rpc->state == RPC_CLIENT_ACTIVE) {
+            /* Deliberately not refreshing last_heard: a server that keeps
+             * answering RPC_UNKNOWN (e.g. refusing for lack of memory) must
+             * still lead to a timeout. */
+            client_restart(eng, rpc);
+        }
+        break;
+    case HOMA_PKT_BUSY:
+        eng->ctr.busy_in++;
+        if (rpc)
+            rpc->last_heard = now;
+        else
+            ret = drop(eng, HOMA_DROP_NO_RPC);
+        break;
+    case HOMA_PKT_CUTOFFS: {
+        eng->ctr.cutoffs_in++;
+        struct homa_peer *peer = homa_peer_get(eng, src, false);
+        if (peer) {
+            memcpy(peer->cutoffs, pkt.u.cutoffs.cutoffs, sizeof(peer->cutoffs));
+            for (uint32_t i = eng->cfg.num_priorities; i < HOMA_NUM_PRIORITIES; i++)
+                peer->cutoffs[i] = 0;
+            peer->cutoff_version = pkt.u.cutoffs.version;
+        } else {
+            ret = drop(eng, HOMA_DROP_NO_RPC);
+        }
+        break;
+    }
+    case HOMA_PKT_FREEZE:
+        eng->ctr.freeze_in++;
+        break;
+    case HOMA_PKT_NEED_ACK:
+        eng->ctr.need_ack_in++;
+        handle_need_ack(eng, src, &pkt);
+        break;
+    case HOMA_PKT_ACK:
+        eng->ctr.ack_in++;
+        for (uint32_t i = 0; i < pkt.u.ack.num_acks; i++)
+            handle_ack(eng, src, pkt.sport, &pkt.u.ack.acks[i]);
+        break;
+    default:
+        ret = drop(eng, HOMA_DROP_BAD_TYPE);
+        break;
+    }
+    if (ret == 0) eng->ctr.pkts_in++;
+    homa_notify_tx(eng);
+    return ret;
+}
+
+/* ---------- timers ---------- */
+
+/* Fails every RPC with a peer that has gone silent. */
+static void peer_failed(struct homa_engine *eng, struct homa_peer *peer)
+{
+    eng->ctr.peer_failures++;
+    struct hlist *n = eng->rpcs.next;
+    while (n != &eng->rpcs) {
+        struct homa_rpc *r = HOMA_CONTAINER(n, struct homa_rpc, all_node);
+        n = n->next;
+        if (r->peer != peer) continue;
+        if (r->state == RPC_CLIENT_ACTIVE) {
+            eng->ctr.client_timeouts++;
+            homa_rpc_fail(eng, r, HOMA_ERR_TIMEOUT);
+        } else if (r->state == RPC_SERVER_INCOMING || r->state == RPC_SERVER_OUTGOING) {
+            eng->ctr.server_timeouts++;
+            homa_rpc_free(eng, r);
+        }
+    }
+}
+
+/* Per-RPC timer work; returns true if the peer must be declared dead. */
+static bool check_rpc(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t now)
+{
+    const homa_config *c = &eng->cfg;
+    uint64_t silent = now - rpc->last_heard;
+    uint64_t since_prod = now - rpc->last_prodded;
+    uint64_t resend_after = (uint64_t)c->resend_ticks * c->tick_ns;
+    uint64_t resend_every = (uint64_t)c->resend_interval * c->tick_ns;
+    struct homa_msgin *m = &rpc->in;
+
+    switch (rpc->state) {
+    case RPC_CLIENT_READY:
+    case RPC_CLIENT_DELIVERED:
+    case RPC_SERVER_READY:
+    case RPC_SERVER_IN_SERVICE:
+        return false;
+    case RPC_SERVER_OUTGOING:
+        if (silent >= (uint64_t)c->timeout_ticks * c->tick_ns) return true;
+        if (homa_out_done(&rpc->out)) {
+            uint64_t every = (uint64_t)c->need_ack_ticks * c->tick_ns;
+            if (since_prod >= every) {
+                send_simple(eng, HOMA_PKT_NEED_ACK, rpc->id, &rpc->peer->addr, rpc->port->num,
+                            rpc->peer_port);
+                rpc->last_prodded = now;
+            }
+        }
+        return false;
+    default:
+        break;
+    }
+    /* Client waiting for its response, or server receiving a request. */
+    bool holding = m->active && m->received == m->granted && m->granted < m->length;
+    if (holding) {
+        /* We are the ones not granting: not silence.  Keep the sender alive. */
+        rpc->last_heard = now;
+        if (since_prod >= resend_every) {
+            send_simple(eng, HOMA_PKT_BUSY, rpc->id, &rpc->peer->addr, rpc->port->num,
+                        rpc->peer_port);
+            rpc->last_prodded = now;
+        }
+        return false;
+    }
+    if (silent >= (uint64_t)c->timeout_ticks * c->tick_ns) return true;
+    if (silent < resend_after || since_prod < resend_every) return false;
+    uint32_t s, e;
+    if (m->active && homa_msgin_first_missing(m, m->granted, &s, &e)) {
+        send_resend(eng, rpc, s, e - s, resend_prio(eng, rpc, s));
+        rpc->last_prodded = now;
+    } else if (!m->active && !(rpc->id & 1)) {
+        /* No response yet: ask for its start.  The server retransmits, says
+         * BUSY, or says RPC_UNKNOWN (then we restart the request). */
+        send_resend(eng, rpc, 0, c->unsched_bytes ? c->unsched_bytes : c->max_payload,
+                    (uint8_t)(c->num_priorities - 1));
+        rpc->last_prodded = now;
+    }
+    return false;
+}
+
+void homa_timer_run(struct homa_engine *eng, uint64_t now)
+{
+    struct hlist *n = eng->rpcs.next;
+    while (n != &eng->rpcs) {
+        struct homa_rpc *r = HOMA_CONTAINER(n, struct homa_rpc, all_node);
+        n = n->next;
+        if (!check_rpc(eng, r, now)) continue;
+        if (r->state == RPC_CLIENT_ACTIVE) {
+            /* Restart the walk after a peer failure: it may free many RPCs. */
+            peer_failed(eng, r->peer);
+            n = eng->rpcs.next;
+        } else {
+            eng->ctr.server_timeouts++;
+            homa_rpc_free(eng, r);
+        }
+    }
+    homa_grant_check(eng);
+}

@@ -1,0 +1,292 @@
+/* Engine internals shared by the files of src/core.  Nothing here is public. */
+#ifndef HOMA_CORE_INTERNAL_H
+#define HOMA_CORE_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <homa/engine.h>
+
+#include "wire.h"
+
+/* ---- intrusive circular doubly linked lists ---- */
+struct hlist {
+    struct hlist *next, *prev;
+};
+
+static inline void hlist_init(struct hlist *h)
+{
+    h->next = h->prev = h;
+}
+static inline bool hlist_empty(const struct hlist *h)
+{
+    return h->next == h;
+}
+static inline bool hlist_linked(const struct hlist *n)
+{
+    return n->next != NULL && n->next != n;
+}
+static inline void hlist_insert_before(struct hlist *pos, struct hlist *n)
+{
+    n->prev = pos->prev;
+    n->next = pos;
+    pos->prev->next = n;
+    pos->prev = n;
+}
+static inline void hlist_add_tail(struct hlist *h, struct hlist *n)
+{
+    hlist_insert_before(h, n);
+}
+static inline void hlist_del(struct hlist *n)
+{
+    if (!hlist_linked(n)) return;
+    n->prev->next = n->next;
+    n->next->prev = n->prev;
+    n->next = n->prev = n;
+}
+#define HOMA_CONTAINER(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
+
+/* ---- incoming message reassembly (msgin.c) ---- */
+struct homa_gap {
+    uint32_t start, end; /* missing bytes [start, end) */
+};
+
+#define HOMA_MAX_GAPS 4096 /* a sender fragmenting more than this is refused */
+
+struct homa_msgin {
+    uint8_t *buf;
+    uint32_t length;
+    uint32_t received; /* distinct bytes received */
+    uint32_t recv_end; /* one past the highest byte received */
+    uint32_t granted;  /* the sender may send below this */
+    uint32_t seg_size; /* largest payload seen: grants are rounded to it */
+    uint32_t num_gaps, cap_gaps;
+    struct homa_gap *gaps; /* sorted, disjoint, all below recv_end */
+    uint8_t prio;          /* priority of our latest grant */
+    bool active;           /* length known, buffer allocated */
+};
+
+/* Result of homa_msgin_add. */
+enum { HOMA_MSGIN_NEW = 0, HOMA_MSGIN_DUP = 1, HOMA_MSGIN_NOMEM = 2 };
+
+/* Initialises for a message of `length` bytes (allocates the buffer). */
+int homa_msgin_init(struct homa_msgin *m, uint32_t length, uint32_t granted);
+void homa_msgin_destroy(struct homa_msgin *m);
+/* Copies the new bytes of [offset, offset+len) and updates the gaps.  The
+ * caller has checked offset + len <= length.  *added gets the new byte count. */
+int homa_msgin_add(struct homa_msgin *m, uint32_t offset, const uint8_t *data, uint32_t len,
+                   uint32_t *added);
+static inline bool homa_msgin_complete(const struct homa_msgin *m)
+{
+    return m->active && m->received == m->length;
+}
+/* First range the receiver is waiting for below `limit`; false if none. */
+bool homa_msgin_first_missing(const struct homa_msgin *m, uint32_t limit, uint32_t *start,
+                              uint32_t *end);
+
+/* ---- outgoing messages ---- */
+#define HOMA_MAX_RTX 8
+
+struct homa_rtx {
+    uint32_t start, end;
+    uint8_t prio;
+};
+
+struct homa_msgout {
+    uint8_t *buf;
+    uint32_t length;
+    uint32_t next_xmit; /* first byte never transmitted */
+    uint32_t granted;   /* may transmit below this */
+    uint32_t unsched;   /* bytes sent at the unscheduled priority */
+    uint8_t unsched_prio;
+    uint8_t sched_prio;
+    bool active;
+    bool empty_pending; /* a 0-byte message still owes its one packet */
+    uint8_t num_rtx;
+    struct homa_rtx rtx[HOMA_MAX_RTX];
+};
+
+/* ---- RPCs ---- */
+enum homa_rpc_state {
+    RPC_CLIENT_ACTIVE = 1, /* request going out and/or response coming in */
+    RPC_CLIENT_READY,      /* response complete or RPC failed; in the port's ready queue */
+    RPC_CLIENT_DELIVERED,  /* handed to the application; freed on release */
+    RPC_SERVER_INCOMING,   /* receiving the request */
+    RPC_SERVER_READY,      /* request complete, in the ready queue */
+    RPC_SERVER_IN_SERVICE, /* request handed to the application, no reply yet */
+    RPC_SERVER_OUTGOING,   /* sending the response, then waiting for the ack */
+};
+
+struct homa_peer;
+struct homa_port;
+
+struct homa_rpc {
+    uint64_t id; /* local id: even for client RPCs, odd for server RPCs */
+    struct homa_rpc *hnext;
+    struct homa_peer *peer;
+    struct homa_port *port;
+    uint16_t peer_port;
+    uint8_t state;
+    bool app_holds; /* the application holds a homa_msg pointing at us */
+    bool zombie;    /* unlinked from everything; freed at release */
+    int error;
+    uint64_t cookie;
+    uint64_t birth;
+    uint64_t last_heard;  /* last packet from the peer that showed progress/liveness */
+    uint64_t last_prodded; /* last RESEND/BUSY/NEED_ACK we sent */
+    struct homa_msgout out;
+    struct homa_msgin in;
+    struct hlist all_node;   /* eng->rpcs */
+    struct hlist ready_node; /* port->ready */
+    struct hlist send_node;  /* eng->sendable (sorted) */
+    struct hlist grant_node; /* eng->grantable (sorted) */
+};
+
+/* ---- peers and ports ---- */
+#define HOMA_PEER_MAX_ACKS 32
+
+struct homa_pending_ack {
+    uint64_t client_id;
+    uint16_t server_port;
+    uint16_t client_port;
+};
+
+struct homa_peer {
+    homa_addr addr;
+    struct homa_peer *hnext;
+    uint32_t cutoffs[HOMA_NUM_PRIORITIES]; /* the peer's, for our unscheduled data */
+    uint16_t cutoff_version;
+    bool cutoffs_sent_once;
+    uint64_t cutoffs_sent_at;
+    uint32_t num_rpcs;
+    uint64_t idle_since;
+    uint32_t num_acks;
+    struct homa_pending_ack acks[HOMA_PEER_MAX_ACKS];
+};
+
+struct homa_port {
+    uint16_t num;
+    struct homa_port *hnext;
+    struct hlist ready; /* rpcs ready for recv, FIFO */
+    uint32_t num_rpcs;
+};
+
+/* ---- control packet queue ---- */
+struct homa_ctl {
+    homa_addr dst;
+    uint16_t hdr_len;
+    uint8_t type;
+    uint8_t hdr[HOMA_MAX_HDR_LEN];
+    uint16_t sport, dport;
+};
+
+#define HOMA_MAX_CTL_QUEUE 16384
+
+/* ---- tombstones: completed server RPCs, for at-most-once ---- */
+struct homa_tomb {
+    uint64_t id;
+    homa_addr addr;
+    uint16_t port;
+    uint64_t expires;
+    int32_t hnext; /* index chain, -1 = end */
+    bool used;
+};
+
+/* ---- the engine ---- */
+struct homa_engine {
+    homa_config cfg;
+    homa_engine_ops ops;
+    homa_counters ctr;
+    uint8_t max_sched_prio; /* highest priority for scheduled data */
+    uint16_t cutoff_version;
+
+    uint64_t next_client_id;
+    uint64_t next_tick;
+    uint64_t now; /* latest time seen */
+
+    /* hash tables */
+    struct homa_rpc **client_tab;
+    size_t client_nb, client_n;
+    struct homa_rpc **server_tab;
+    size_t server_nb, server_n;
+    struct homa_peer **peer_tab;
+    size_t peer_nb, peer_n;
+    struct homa_port *port_tab[64];
+    uint32_t num_ports;
+
+    struct hlist rpcs;      /* every live RPC */
+    struct hlist sendable;  /* outgoing messages with something to send now, SRPT order */
+    struct hlist grantable; /* incoming messages needing grants, SRPT order */
+    struct hlist zombies;   /* freed RPCs whose message the app still holds */
+
+    /* receiver scheduling */
+    int64_t nonfifo_left;
+
+    /* control queue (ring) */
+    struct homa_ctl *ctl;
+    uint32_t ctl_head, ctl_count;
+
+    /* pacer */
+    uint64_t nic_free_at;
+    bool pacer_blocked;
+
+    /* deferred frees of outgoing buffers while pulled payloads are pinned */
+    uint32_t tx_pins;
+    void **deferred;
+    size_t deferred_n, deferred_cap;
+
+    /* tombstones */
+    struct homa_tomb *tombs;
+    int32_t *tomb_buckets;
+    uint32_t tomb_nb;
+    uint32_t tomb_head, tomb_count; /* FIFO ring over tombs[] */
+};
+
+/* engine.c */
+struct homa_rpc *homa_find_client(struct homa_engine *eng, uint64_t id);
+struct homa_rpc *homa_find_server(struct homa_engine *eng, uint64_t id, const homa_addr *addr,
+                                  uint16_t peer_port);
+struct homa_peer *homa_peer_get(struct homa_engine *eng, const homa_addr *addr, bool create);
+struct homa_port *homa_port_find(struct homa_engine *eng, uint16_t num);
+void homa_rpc_free(struct homa_engine *eng, struct homa_rpc *rpc);
+void homa_rpc_make_ready(struct homa_engine *eng, struct homa_rpc *rpc);
+void homa_rpc_fail(struct homa_engine *eng, struct homa_rpc *rpc, int err);
+void homa_ctl_queue(struct homa_engine *eng, struct homa_rpc *rpc, const homa_addr *dst,
+                    uint16_t sport, uint16_t dport, struct homa_wire_pkt *pkt);
+void homa_notify_tx(struct homa_engine *eng);
+void homa_free_outbuf(struct homa_engine *eng, uint8_t *buf);
+bool homa_tomb_find(struct homa_engine *eng, uint64_t id, const homa_addr *addr, uint16_t port);
+void homa_tomb_add(struct homa_engine *eng, uint64_t id, const homa_addr *addr, uint16_t port);
+void homa_peer_queue_ack(struct homa_engine *eng, struct homa_peer *peer, uint64_t client_id,
+                         uint16_t server_port, uint16_t client_port);
+
+/* output.c */
+void homa_out_start(struct homa_engine *eng, struct homa_rpc *rpc, uint8_t *buf, uint32_t len);
+void homa_out_update(struct homa_engine *eng, struct homa_rpc *rpc);
+void homa_out_remove(struct homa_engine *eng, struct homa_rpc *rpc);
+bool homa_out_done(const struct homa_msgout *m);
+uint8_t homa_unsched_prio(const struct homa_engine *eng, const uint32_t *cutoffs, uint32_t length);
+void homa_out_add_rtx(struct homa_engine *eng, struct homa_rpc *rpc, uint32_t start, uint32_t end,
+                      uint8_t prio);
+
+/* grant.c */
+void homa_grant_add(struct homa_engine *eng, struct homa_rpc *rpc);
+void homa_grant_remove(struct homa_engine *eng, struct homa_rpc *rpc);
+void homa_grant_update(struct homa_engine *eng, struct homa_rpc *rpc);
+void homa_grant_check(struct homa_engine *eng);
+uint8_t homa_grant_prio_for_rank(const struct homa_engine *eng, int rank, int num_active);
+static inline uint32_t homa_in_outstanding(const struct homa_msgin *m)
+{
+    return m->granted > m->received ? m->granted - m->received : 0;
+}
+
+/* input.c */
+void homa_timer_run(struct homa_engine *eng, uint64_t now);
+
+static inline void homa_gauge_max(uint64_t *peak, uint64_t v)
+{
+    if (v > *peak) *peak = v;
+}
+
+#endif

@@ -1,0 +1,278 @@
+/* Transmission: the sender side of SRPT and the pull interface.
+ *
+ * Outgoing messages that may send something right now (granted bytes not yet
+ * sent, or ranges a RESEND asked for) sit in eng->sendable, sorted by bytes
+ * left to transmit, shortest first.  A pull walks that list from its head,
+ * so the decision of what goes next is made at the moment the driver has
+ * room.  Sending from the head only shortens the head's remaining bytes, so
+ * the order is kept without re-sorting. */
+#include <string.h>
+
+#include "internal.h"
+
+static inline uint32_t remaining(const struct homa_msgout *m)
+{
+    return m->length - m->next_xmit;
+}
+
+bool homa_out_done(const struct homa_msgout *m)
+{
+    return m->next_xmit >= m->length && !m->empty_pending && m->num_rtx == 0;
+}
+
+static bool can_send(const struct homa_msgout *m)
+{
+    return m->active && (m->num_rtx > 0 || m->empty_pending ||
+                         (m->next_xmit < m->granted && m->next_xmit < m->length));
+}
+
+uint8_t homa_unsched_prio(const struct homa_engine *eng, const uint32_t *cutoffs, uint32_t length)
+{
+    for (int i = (int)eng->cfg.num_priorities - 1; i > 0; i--)
+        if (cutoffs[i] >= length) return (uint8_t)i;
+    return 0;
+}
+
+static void sendable_insert(struct homa_engine *eng, struct homa_rpc *rpc)
+{
+    uint32_t rem = remaining(&rpc->out);
+    struct hlist *pos = eng->sendable.next;
+    while (pos != &eng->sendable) {
+        struct homa_rpc *o = HOMA_CONTAINER(pos, struct homa_rpc, send_node);
+        uint32_t orem = remaining(&o->out);
+        if (rem < orem || (rem == orem && rpc->birth < o->birth)) break;
+        pos = pos->next;
+    }
+    hlist_insert_before(pos, &rpc->send_node);
+}
+
+/* Puts the RPC in or out of the sendable list to match its state. */
+void homa_out_update(struct homa_engine *eng, struct homa_rpc *rpc)
+{
+    bool want = can_send(&rpc->out);
+    bool in = hlist_linked(&rpc->send_node);
+    if (want && !in)
+        sendable_insert(eng, rpc);
+    else if (!want && in)
+        hlist_del(&rpc->send_node);
+}
+
+void homa_out_remove(struct homa_engine *eng, struct homa_rpc *rpc)
+{
+    (void)eng;
+    hlist_del(&rpc->send_node);
+    rpc->out.num_rtx = 0;
+    rpc->out.empty_pending = false;
+}
+
+void homa_out_start(struct homa_engine *eng, struct homa_rpc *rpc, uint8_t *buf, uint32_t len)
+{
+    struct homa_msgout *m = &rpc->out;
+    homa_out_remove(eng, rpc);
+    homa_free_outbuf(eng, m->buf);
+    memset(m, 0, sizeof(*m));
+    m->buf = buf;
+    m->length = len;
+    m->unsched = len < eng->cfg.unsched_bytes ? len : eng->cfg.unsched_bytes;
+    m->granted = m->unsched;
+    m->unsched_prio = homa_unsched_prio(eng, rpc->peer->cutoffs, len);
+    m->sched_prio = 0;
+    m->active = true;
+    m->empty_pending = (len == 0);
+    homa_out_update(eng, rpc);
+}
+
+/* Queues [start, end) for retransmission, merging with queued ranges. */
+void homa_out_add_rtx(struct homa_engine *eng, struct homa_rpc *rpc, uint32_t start, uint32_t end,
+                      uint8_t prio)
+{
+    struct homa_msgout *m = &rpc->out;
+    if (m->length == 0) {
+        m->empty_pending = true;
+        homa_out_update(eng, rpc);
+        return;
+    }
+    if (start >= end) return;
+    for (uint32_t i = 0; i < m->num_rtx; i++) {
+        struct homa_rtx *r = &m->rtx[i];
+        if (start <= r->end && end >= r->start) {
+            if (start < r->start) r->start = start;
+            if (end > r->end) r->end = end;
+            r->prio = prio;
+            homa_out_update(eng, rpc);
+            return;
+        }
+    }
+    if (m->num_rtx == HOMA_MAX_RTX) {
+        /* Merge into the last range: resending a little extra is harmless. */
+        struct homa_rtx *r = &m->rtx[HOMA_MAX_RTX - 1];
+        if (start < r->start) r->start = start;
+        if (end > r->end) r->end = end;
+    } else {
+        m->rtx[m->num_rtx].start = start;
+        m->rtx[m->num_rtx].end = end;
+        m->rtx[m->num_rtx].prio = prio;
+        m->num_rtx++;
+    }
+    homa_out_update(eng, rpc);
+}
+
+static uint32_t wire_bytes(uint32_t hdr, uint32_t payload)
+{
+    return hdr + payload;
+}
+
+static void pacer_account(struct homa_engine *eng, uint64_t now, uint32_t bytes)
+{
+    if (eng->cfg.link_bps == 0) return;
+    uint64_t t = (uint64_t)bytes * 8ull * 1000000000ull / eng->cfg.link_bps;
+    if (eng->nic_free_at < now) eng->nic_free_at = now;
+    eng->nic_free_at += t;
+}
+
+static bool pacer_blocks(const struct homa_engine *eng, uint64_t now)
+{
+    return eng->cfg.link_bps != 0 && eng->nic_free_at > now + eng->cfg.max_nic_queue_ns;
+}
+
+/* Takes one pending ack for the peer that belongs to local port `port`. */
+static bool pop_ack(struct homa_peer *peer, uint16_t port, struct homa_wire_ack *ack)
+{
+    for (uint32_t i = 0; i < peer->num_acks; i++) {
+        if (peer->acks[i].client_port == port) {
+            ack->client_id = peer->acks[i].client_id;
+            ack->server_port = peer->acks[i].server_port;
+            peer->acks[i] = peer->acks[--peer->num_acks];
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Builds the next DATA packet of rpc into *p. */
+static void build_data(struct homa_engine *eng, struct homa_rpc *rpc, homa_pkt_out *p)
+{
+    struct homa_msgout *m = &rpc->out;
+    uint32_t start, end;
+    uint8_t prio;
+    bool rtx = false;
+    if (m->empty_pending) {
+        start = end = 0;
+        prio = m->unsched_prio;
+        m->empty_pending = false;
+        if (m->next_xmit < m->length) m->next_xmit = m->length;
+    } else if (m->num_rtx > 0) {
+        struct homa_rtx *r = &m->rtx[0];
+        start = r->start;
+        end = r->end - r->start > eng->cfg.max_payload ? start + eng->cfg.max_payload : r->end;
+        prio = r->prio;
+        rtx = true;
+        r->start = end;
+        if (r->start >= r->end) {
+            memmove(&m->rtx[0], &m->rtx[1], (m->num_rtx - 1) * sizeof(m->rtx[0]));
+            m->num_rtx--;
+        }
+    } else {
+        start = m->next_xmit;
+        uint32_t limit = m->granted < m->length ? m->granted : m->length;
+        end = limit - start > eng->cfg.max_payload ? start + eng->cfg.max_payload : limit;
+        prio = start < m->unsched ? m->unsched_prio : m->sched_prio;
+        m->next_xmit = end;
+    }
+
+    struct homa_wire_pkt pkt;
+    memset(&pkt, 0, sizeof(pkt));
+    pkt.type = HOMA_PKT_DATA;
+    pkt.sport = rpc->port->num;
+    pkt.dport = rpc->peer_port;
+    pkt.sender_id = rpc->id;
+    pkt.u.data.message_length = m->length;
+    pkt.u.data.incoming = m->granted < m->length ? m->granted : m->length;
+    pkt.u.data.cutoff_version = rpc->peer->cutoff_version;
+    pkt.u.data.retransmit = rtx ? 1 : 0;
+    pkt.u.data.offset = start;
+    if (pop_ack(rpc->peer, rpc->port->num, &pkt.u.data.ack)) eng->ctr.acks_piggybacked++;
+
+    p->dst = rpc->peer->addr;
+    p->dport = rpc->peer_port;
+    p->sport = rpc->port->num;
+    p->priority = prio;
+    p->type = HOMA_PKT_DATA;
+    p->hdr_len = (uint16_t)homa_wire_encode(&pkt, p->hdr);
+    p->payload = m->buf + start;
+    p->payload_len = end - start;
+
+    eng->ctr.data_out++;
+    eng->ctr.bytes_out += end - start;
+    if (rtx) {
+        eng->ctr.retransmit_pkts++;
+        eng->ctr.retransmit_bytes += end - start;
+    }
+}
+
+int homa_engine_pull(homa_engine *eng, uint64_t now, homa_pkt_out *out, int max)
+{
+    if (!eng || !out || max <= 0) return 0;
+    eng->now = now;
+    int n = 0;
+    /* Control packets first: they are small and unblock other hosts. */
+    while (n < max && eng->ctl_count > 0) {
+        struct homa_ctl *c = &eng->ctl[eng->ctl_head];
+        homa_pkt_out *p = &out[n++];
+        p->dst = c->dst;
+        p->dport = c->dport;
+        p->sport = c->sport;
+        p->priority = (uint8_t)(eng->cfg.num_priorities - 1);
+        p->type = c->type;
+        p->hdr_len = c->hdr_len;
+        memcpy(p->hdr, c->hdr, c->hdr_len);
+        p->payload = NULL;
+        p->payload_len = 0;
+        eng->ctl_head = (eng->ctl_head + 1) % HOMA_MAX_CTL_QUEUE;
+        eng->ctl_count--;
+        pacer_account(eng, now, c->hdr_len);
+    }
+    eng->pacer_blocked = false;
+    struct hlist *pos = eng->sendable.next;
+    while (n < max && pos != &eng->sendable) {
+        struct homa_rpc *rpc = HOMA_CONTAINER(pos, struct homa_rpc, send_node);
+        struct homa_msgout *m = &rpc->out;
+        if (pacer_blocks(eng, now) && m->length >= eng->cfg.pacer_bypass_bytes) {
+            /* Short messages bypass the pacer; they sort first, so once we
+             * meet a long one nothing further down may go either. */
+            if (remaining(m) >= eng->cfg.pacer_bypass_bytes) {
+                eng->pacer_blocked = true;
+                eng->ctr.pacer_stalls++;
+                break;
+            }
+            pos = pos->next;
+            continue;
+        }
+        homa_pkt_out *p = &out[n++];
+        build_data(eng, rpc, p);
+        pacer_account(eng, now, wire_bytes(p->hdr_len, p->payload_len));
+        if (!can_send(m)) {
+            pos = pos->next;
+            hlist_del(&rpc->send_node);
+            if (rpc->state == RPC_SERVER_OUTGOING && homa_out_done(m)) {
+                /* the whole response is out: the ack clock starts */
+                rpc->last_prodded = now;
+            }
+        }
+    }
+    if (n > 0) eng->tx_pins++;
+    eng->ctr.pkts_out += (uint64_t)n;
+    for (int i = 0; i < n; i++) {
+        switch (out[i].type) {
+        case HOMA_PKT_GRANT: eng->ctr.grant_out++; break;
+        case HOMA_PKT_RESEND: eng->ctr.resend_out++; break;
+        case HOMA_PKT_RPC_UNKNOWN: eng->ctr.unknown_out++; break;
+        case HOMA_PKT_BUSY: eng->ctr.busy_out++; break;
+        case HOMA_PKT_CUTOFFS: eng->ctr.cutoffs_out++; break;
+        case HOMA_PKT_NEED_ACK: eng->ctr.need_ack_out++; break;
+        case HOMA_PKT_ACK: eng->ctr.ack_out++; break;
+        default: break;
+        }
+    }
+    return n;
+}

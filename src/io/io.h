@@ -1,0 +1,123 @@
+/* The I/O driver interface between the runtime (src/rt) and the network.
+ *
+ * A driver socket carries the packets of one Homa port: the engine's wire
+ * bytes are the UDP payload and the UDP port is the Homa port.  The runtime
+ * talks to drivers only through homa_io_ops, so a test or a different
+ * transport can be slotted in.  A driver owns all of its buffers: packets
+ * handed to send() are not referenced after it returns, and packets
+ * returned by recv() stay valid until the next recv() on the same socket.
+ *
+ * Threading: send()/flush() may run concurrently with recv() on the same
+ * socket (they use separate buffers), but send() must not run concurrently
+ * with send() or flush(), nor recv() with recv().  Counters may be read at
+ * any time. */
+#ifndef HOMA_IO_IO_H
+#define HOMA_IO_IO_H
+
+#include <stdint.h>
+
+#include <homa/engine.h>
+#include <homa/homa.h>
+
+typedef struct homa_io_sock homa_io_sock;
+typedef struct homa_pcap homa_pcap;
+
+/* A packet received by a driver. */
+typedef struct homa_io_rx {
+    homa_addr src;       /* sender address (IPv6 or IPv4-mapped) */
+    uint16_t sport;      /* sender UDP port */
+    uint8_t tos;         /* IP TOS / traffic class it arrived with */
+    uint32_t len;        /* Homa packet length */
+    const uint8_t *data; /* Homa packet bytes */
+} homa_io_rx;
+
+/* Flags for homa_io_opts.flags (same values as HOMA_RT_NO_GSO/NO_GRO). */
+#define HOMA_IO_NO_GSO 2u
+#define HOMA_IO_NO_GRO 4u
+
+typedef struct homa_io_opts {
+    unsigned flags;
+    const homa_faults *faults; /* NULL or all zero = none */
+    homa_pcap *pcap;           /* shared capture file, or NULL */
+    uint32_t rcvbuf;           /* socket buffer sizes; 0 = driver default */
+    uint32_t sndbuf;
+} homa_io_opts;
+
+typedef struct homa_io_ops {
+    const char *name;
+    /* Opens a socket bound to local (port 0 = ephemeral).  Returns 0,
+     * HOMA_ERR_PORT_IN_USE, HOMA_ERR_NOMEM, HOMA_ERR_IO. */
+    int (*open)(const homa_endpoint *local, const homa_io_opts *opts, homa_io_sock **out);
+    void (*close)(homa_io_sock *s);
+    /* A descriptor that becomes readable when recv() may return packets. */
+    int (*fd)(const homa_io_sock *s);
+    /* The bound endpoint (with the actual port). */
+    void (*local)(const homa_io_sock *s, homa_endpoint *out);
+    /* Transmits n packets (all with sport = this socket's port).  Returns
+     * the number handed to the kernel or dropped on purpose (n unless the
+     * socket is broken), or a negative HOMA_ERR_*.  Packets the kernel
+     * refuses are counted in send_errors and skipped: Homa recovers lost
+     * packets anyway. */
+    int (*send)(homa_io_sock *s, uint64_t now, const homa_pkt_out *pkts, int n);
+    /* Sends packets held back by fault injection whose time has come. */
+    void (*flush)(homa_io_sock *s, uint64_t now);
+    /* Returns up to max received packets without blocking (0 = none). */
+    int (*recv)(homa_io_sock *s, uint64_t now, homa_io_rx *out, int max);
+    /* When flush()/recv() must run again for held packets; UINT64_MAX if none. */
+    uint64_t (*next_deadline)(const homa_io_sock *s);
+    /* Adds this socket's counters to *sum. */
+    void (*counters)(const homa_io_sock *s, homa_driver_counters *sum);
+} homa_io_ops;
+
+/* The UDP driver (dual-stack AF_INET6 socket, sendmmsg/recvmmsg, GSO/GRO,
+ * TOS per packet). */
+extern const homa_io_ops homa_udp_ops;
+
+/* Run-time capability probes (cached).  1 if the kernel supports it. */
+int homa_udp_gso_supported(void);
+int homa_udp_gro_supported(void);
+
+/* Driver-private hook for tests: 1 if socket s currently uses GSO / GRO. */
+int homa_udp_uses_gso(const homa_io_sock *s);
+int homa_udp_uses_gro(const homa_io_sock *s);
+
+/* --- fault injection (faults.c) --- */
+
+enum homa_fault_action {
+    HOMA_FAULT_PASS = 0,
+    HOMA_FAULT_DROP,
+    HOMA_FAULT_DUP,
+    HOMA_FAULT_REORDER,
+    HOMA_FAULT_DELAY,
+};
+
+typedef struct homa_fault_state {
+    homa_faults cfg;
+    uint64_t rng;
+    int active; /* 0: decide() always passes (fast path) */
+} homa_fault_state;
+
+/* Prepares the injector for one direction (HOMA_FAULT_TX or _RX); salt
+ * separates the random streams of different sockets and directions. */
+void homa_fault_init(homa_fault_state *st, const homa_faults *f, unsigned dir, uint64_t salt);
+/* Decides the fate of one packet. */
+int homa_fault_decide(homa_fault_state *st);
+
+/* --- packet capture (pcap.c) --- */
+
+/* Opens (truncates) a pcap file, LINKTYPE_RAW, nanosecond timestamps.
+ * Returns 0, HOMA_ERR_IO. */
+int homa_pcap_open(const char *path, homa_pcap **out);
+void homa_pcap_close(homa_pcap *p);
+/* Appends one UDP datagram whose payload is a[0..alen) + b[0..blen), with a
+ * synthesized IPv4 (if dst is IPv4-mapped) or IPv6 header carrying tos.
+ * Thread-safe. */
+void homa_pcap_write(homa_pcap *p, const homa_addr *src, uint16_t sport, const homa_addr *dst,
+                     uint16_t dport, uint8_t tos, const uint8_t *a, size_t alen, const uint8_t *b,
+                     size_t blen);
+/* The source address the kernel would use toward dst (for captures of
+ * packets sent from a wildcard-bound socket); cached.  Thread-safe. */
+void homa_pcap_source_for(homa_pcap *p, const homa_addr *dst, homa_addr *src);
+void homa_pcap_flush(homa_pcap *p);
+
+#endif

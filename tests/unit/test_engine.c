@@ -1,0 +1,453 @@
+/* Engine unit tests: two engines wired back to back by tests/support/pair.c,
+ * time advanced by hand.  Names follow function__case. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <cmocka.h>
+
+#include "core/internal.h"
+#include "support/pair.h"
+
+#define CPORT 4000
+#define SPORT 99
+#define MS 1000000ull
+
+static void fill(uint8_t *b, size_t n, unsigned seed)
+{
+    for (size_t i = 0; i < n; i++) b[i] = (uint8_t)(i * 7 + seed + (i >> 8));
+}
+
+static void setup_pair(struct pair *p, const homa_config *cfg)
+{
+    assert_int_equal(pair_init(p, cfg), 0);
+    assert_int_equal(homa_engine_port_open(p->e[0], CPORT), 0);
+    assert_int_equal(homa_engine_port_open(p->e[1], SPORT), 0);
+}
+
+/* Runs one echo RPC of len bytes; returns 0 when the response matches. */
+static void echo_rpc(struct pair *p, size_t len)
+{
+    uint8_t *req = malloc(len ? len : 1);
+    fill(req, len, (unsigned)len);
+    uint64_t id = 0;
+    assert_int_equal(homa_engine_send_request(p->e[0], p->now, CPORT, &p->addr[1], SPORT, req,
+                                              len, 42, &id),
+                     0);
+    assert_true(id != 0 && (id & 1) == 0);
+    pair_settle(p);
+    homa_msg m;
+    assert_int_equal(homa_engine_recv(p->e[1], SPORT, HOMA_RECV_REQUEST, 0, &m), 0);
+    assert_true(m.is_request);
+    assert_int_equal(m.id, id ^ 1);
+    assert_int_equal(m.length, len);
+    if (len) assert_memory_equal(m.data, req, len);
+    assert_int_equal(homa_engine_send_reply(p->e[1], p->now, SPORT, &m.peer, m.peer_port, m.id,
+                                            m.data, m.length),
+                     0);
+    homa_engine_release(p->e[1], &m);
+    pair_settle(p);
+    homa_msg r;
+    assert_int_equal(homa_engine_recv(p->e[0], CPORT, HOMA_RECV_RESPONSE, 0, &r), 0);
+    assert_int_equal(r.id, id);
+    assert_int_equal(r.cookie, 42);
+    assert_int_equal(r.error, 0);
+    assert_int_equal(r.length, len);
+    if (len) assert_memory_equal(r.data, req, len);
+    homa_engine_release(p->e[0], &r);
+    free(req);
+}
+
+static void homa_config_validate__defaults_ok(void **state)
+{
+    (void)state;
+    homa_config c;
+    homa_config_default(&c);
+    const char *why;
+    assert_int_equal(homa_config_validate(&c, &why), 0);
+    c.num_priorities = 9;
+    assert_int_equal(homa_config_validate(&c, &why), HOMA_ERR_INVAL);
+    assert_non_null(why);
+    homa_config_default(&c);
+    c.timeout_ticks = c.resend_ticks;
+    assert_int_equal(homa_config_validate(&c, NULL), HOMA_ERR_INVAL);
+    homa_config_default(&c);
+    c.num_priorities = 4; /* cutoffs at 4..7 must then be cleared */
+    assert_int_equal(homa_config_validate(&c, NULL), HOMA_ERR_INVAL);
+    homa_engine *e = NULL;
+    assert_int_equal(homa_engine_create(&c, NULL, &e), HOMA_ERR_INVAL);
+    assert_null(e);
+}
+
+static void homa_counter_name__all_named(void **state)
+{
+    (void)state;
+    size_t n = homa_counter_count();
+    assert_int_equal(n * sizeof(uint64_t), sizeof(homa_counters));
+    for (size_t i = 0; i < n; i++) {
+        assert_non_null(homa_counter_name(i));
+        assert_non_null(homa_counter_desc(i));
+    }
+    assert_null(homa_counter_name(n));
+    for (int r = 0; r < HOMA_DROP__COUNT; r++) assert_non_null(homa_drop_reason_name(r));
+}
+
+static void homa_engine_port_open__errors(void **state)
+{
+    (void)state;
+    homa_engine *e;
+    assert_int_equal(homa_engine_create(NULL, NULL, &e), 0);
+    assert_int_equal(homa_engine_port_open(e, 0), HOMA_ERR_INVAL);
+    assert_int_equal(homa_engine_port_open(e, 5), 0);
+    assert_int_equal(homa_engine_port_open(e, 5), HOMA_ERR_PORT_IN_USE);
+    assert_int_equal(homa_engine_port_close(e, 0, 6), HOMA_ERR_NO_PORT);
+    homa_addr a = {{0}};
+    uint64_t id;
+    assert_int_equal(homa_engine_send_request(e, 0, 6, &a, 1, "x", 1, 0, &id), HOMA_ERR_NO_PORT);
+    assert_int_equal(homa_engine_send_request(e, 0, 5, &a, 1, NULL, 5, 0, &id), HOMA_ERR_INVAL);
+    assert_int_equal(homa_engine_send_request(e, 0, 5, &a, 1, "x", 1000001, 0, &id),
+                     HOMA_ERR_MSGSIZE);
+    homa_msg m;
+    assert_int_equal(homa_engine_recv(e, 5, HOMA_RECV_ANY, 0, &m), HOMA_ERR_AGAIN);
+    assert_int_equal(homa_engine_recv(e, 6, HOMA_RECV_ANY, 0, &m), HOMA_ERR_NO_PORT);
+    assert_int_equal(homa_engine_recv(e, 5, HOMA_RECV_ANY, 12, &m), HOMA_ERR_NOT_FOUND);
+    assert_int_equal(homa_engine_abort(e, 0, 5, 12), HOMA_ERR_NOT_FOUND);
+    assert_int_equal(homa_engine_send_reply(e, 0, 5, &a, 1, 13, "x", 1), HOMA_ERR_NOT_FOUND);
+    assert_int_equal(homa_engine_port_close(e, 0, 5), 0);
+    homa_engine_destroy(e);
+}
+
+static void homa_engine_send_request__sizes(void **state)
+{
+    (void)state;
+    struct pair p;
+    setup_pair(&p, NULL);
+    size_t sizes[] = {0, 1, 1399, 1400, 1401, 40000, 40001, 100000, 1000000};
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) echo_rpc(&p, sizes[i]);
+    homa_counters c;
+    homa_engine_counters(p.e[0], &c);
+    assert_int_equal(c.client_completed, 9);
+    assert_int_equal(c.client_timeouts, 0);
+    assert_int_equal(c.resend_out, 0);
+    /* the server frees its RPCs once acked (acks ride on later requests or
+     * answer NEED_ACK) */
+    pair_advance(&p, 3 * MS);
+    homa_counters s;
+    homa_engine_counters(p.e[1], &s);
+    assert_int_equal(s.rpcs_live, 0);
+    assert_int_equal(s.server_acked, 9);
+    assert_int_equal(s.rx_bytes_in_use, 0);
+    homa_engine_counters(p.e[0], &c);
+    assert_int_equal(c.rpcs_live, 0);
+    assert_int_equal(c.rx_bytes_in_use, 0);
+    assert_int_equal(c.incoming_bytes, 0);
+    assert_int_equal(s.incoming_bytes, 0);
+    pair_destroy(&p);
+}
+
+static void homa_engine_send_request__large_when_max_raised(void **state)
+{
+    (void)state;
+    homa_config cfg;
+    homa_config_default(&cfg);
+    cfg.max_message_length = 64u << 20;
+    cfg.max_payload = 60000;
+    struct pair p;
+    setup_pair(&p, &cfg);
+    echo_rpc(&p, 10u << 20);
+    echo_rpc(&p, 64u << 20);
+    pair_destroy(&p);
+}
+
+/* Drops the n-th DATA packet from host `from`. */
+struct drop_nth {
+    int from;
+    int n, seen;
+    int type;
+};
+static int drop_nth_filter(void *arg, int from, const struct pair_pkt *pk)
+{
+    struct drop_nth *d = arg;
+    if (from != d->from || pk->type != d->type) return 0;
+    return d->seen++ == d->n;
+}
+
+static void homa_engine_timer__resend_recovers_lost_data(void **state)
+{
+    (void)state;
+    struct pair p;
+    setup_pair(&p, NULL);
+    struct drop_nth d = {0, 3, 0, HOMA_PKT_DATA};
+    p.filter = drop_nth_filter;
+    p.filter_arg = &d;
+    uint8_t req[20000];
+    fill(req, sizeof(req), 1);
+    uint64_t id;
+    assert_int_equal(
+        homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, req, sizeof(req), 0, &id),
+        0);
+    pair_settle(&p);
+    homa_msg m;
+    assert_int_equal(homa_engine_recv(p.e[1], SPORT, HOMA_RECV_ANY, 0, &m), HOMA_ERR_AGAIN);
+    for (int i = 0; i < 6; i++) pair_advance(&p, MS);
+    assert_int_equal(homa_engine_recv(p.e[1], SPORT, HOMA_RECV_ANY, 0, &m), 0);
+    assert_memory_equal(m.data, req, sizeof(req));
+    homa_counters c;
+    homa_engine_counters(p.e[1], &c);
+    assert_int_equal(c.resend_out, 1);
+    homa_engine_counters(p.e[0], &c);
+    assert_int_equal(c.retransmit_pkts, 1);
+    homa_engine_release(p.e[1], &m);
+    pair_destroy(&p);
+}
+
+static int drop_all_from_server(void *arg, int from, const struct pair_pkt *pk)
+{
+    (void)arg;
+    (void)pk;
+    return from == 1;
+}
+
+static void homa_engine_timer__dead_server_times_out(void **state)
+{
+    (void)state;
+    struct pair p;
+    setup_pair(&p, NULL);
+    uint64_t id;
+    assert_int_equal(
+        homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, "hello", 5, 0, &id), 0);
+    pair_settle(&p);
+    /* the server dies: nothing it sends arrives any more */
+    homa_engine_destroy(p.e[1]);
+    homa_engine_create(NULL, NULL, &p.e[1]);
+    p.filter = drop_all_from_server;
+    uint64_t start = p.now;
+    homa_msg m;
+    int ticks = 0;
+    while (homa_engine_recv(p.e[0], CPORT, HOMA_RECV_ANY, 0, &m) == HOMA_ERR_AGAIN) {
+        pair_advance(&p, MS);
+        assert_true(++ticks <= 102);
+    }
+    assert_int_equal(m.error, HOMA_ERR_TIMEOUT);
+    assert_int_equal(m.id, id);
+    assert_true(p.now - start >= 100 * MS);
+    assert_true(p.now - start <= 101 * MS);
+    homa_engine_release(p.e[0], &m);
+    homa_counters c;
+    homa_engine_counters(p.e[0], &c);
+    assert_int_equal(c.client_timeouts, 1);
+    assert_int_equal(c.rpcs_live, 0);
+    pair_destroy(&p);
+}
+
+/* Captures the first DATA packet from the client to replay it later. */
+struct capture {
+    uint8_t data[2000];
+    size_t len;
+};
+static int capture_filter(void *arg, int from, const struct pair_pkt *pk)
+{
+    struct capture *c = arg;
+    if (from == 0 && pk->type == HOMA_PKT_DATA && c->len == 0) {
+        memcpy(c->data, pk->data, pk->len);
+        c->len = pk->len;
+    }
+    return 0;
+}
+
+static void homa_engine_input__duplicate_request_after_ack_not_redelivered(void **state)
+{
+    (void)state;
+    struct pair p;
+    setup_pair(&p, NULL);
+    struct capture cap = {{0}, 0};
+    p.filter = capture_filter;
+    p.filter_arg = &cap;
+    echo_rpc(&p, 100);
+    pair_advance(&p, 3 * MS); /* NEED_ACK -> ACK -> server state freed */
+    homa_counters c;
+    homa_engine_counters(p.e[1], &c);
+    assert_int_equal(c.rpcs_live, 0);
+    assert_int_equal(c.server_acked, 1);
+    assert_true(cap.len > 0);
+    assert_int_equal(homa_engine_input(p.e[1], p.now, &p.addr[0], cap.data, cap.len),
+                     HOMA_DROP_COMPLETED);
+    homa_msg m;
+    assert_int_equal(homa_engine_recv(p.e[1], SPORT, HOMA_RECV_ANY, 0, &m), HOMA_ERR_AGAIN);
+    homa_engine_counters(p.e[1], &c);
+    assert_int_equal(c.drop_completed, 1);
+    assert_int_equal(c.server_requests, 1);
+    pair_destroy(&p);
+}
+
+static void homa_engine_input__rpc_unknown_restarts_request(void **state)
+{
+    (void)state;
+    struct pair p;
+    setup_pair(&p, NULL);
+    /* lose every packet of the first transmission */
+    struct drop_nth d = {0, 0, 0, HOMA_PKT_DATA};
+    p.filter = drop_nth_filter;
+    p.filter_arg = &d;
+    uint64_t id;
+    assert_int_equal(
+        homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, "abc", 3, 0, &id), 0);
+    pair_settle(&p);
+    for (int i = 0; i < 6; i++) pair_advance(&p, MS);
+    homa_counters c;
+    homa_engine_counters(p.e[0], &c);
+    assert_int_equal(c.client_restarts, 1);
+    homa_msg m;
+    assert_int_equal(homa_engine_recv(p.e[1], SPORT, HOMA_RECV_ANY, 0, &m), 0);
+    assert_int_equal(m.length, 3);
+    homa_engine_release(p.e[1], &m);
+    pair_destroy(&p);
+}
+
+static void homa_engine_abort__frees_and_server_cleans_up(void **state)
+{
+    (void)state;
+    struct pair p;
+    setup_pair(&p, NULL);
+    uint64_t id;
+    assert_int_equal(
+        homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, "abc", 3, 0, &id), 0);
+    pair_settle(&p);
+    assert_int_equal(homa_engine_abort(p.e[0], p.now, CPORT, id), 0);
+    homa_msg m;
+    assert_int_equal(homa_engine_recv(p.e[0], CPORT, HOMA_RECV_ANY, id, &m), HOMA_ERR_NOT_FOUND);
+    assert_int_equal(homa_engine_recv(p.e[1], SPORT, HOMA_RECV_ANY, 0, &m), 0);
+    assert_int_equal(homa_engine_send_reply(p.e[1], p.now, SPORT, &m.peer, m.peer_port, m.id, "x",
+                                            1),
+                     0);
+    assert_int_equal(homa_engine_send_reply(p.e[1], p.now, SPORT, &m.peer, m.peer_port, m.id, "x",
+                                            1),
+                     HOMA_ERR_STATE);
+    homa_engine_release(p.e[1], &m);
+    pair_settle(&p);
+    pair_advance(&p, 3 * MS); /* NEED_ACK for an unknown id is acked anyway */
+    homa_counters c;
+    homa_engine_counters(p.e[1], &c);
+    assert_int_equal(c.rpcs_live, 0);
+    pair_destroy(&p);
+}
+
+static void homa_engine_input__memory_cap_refuses_new_messages(void **state)
+{
+    (void)state;
+    homa_config cfg;
+    homa_config_default(&cfg);
+    cfg.max_rx_bytes = 150000;
+    cfg.timeout_ticks = 20;
+    struct pair p;
+    setup_pair(&p, &cfg);
+    static uint8_t big[100000];
+    uint64_t id1, id2;
+    assert_int_equal(homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, big,
+                                              sizeof(big), 0, &id1),
+                     0);
+    assert_int_equal(homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, big,
+                                              sizeof(big), 0, &id2),
+                     0);
+    pair_settle(&p);
+    homa_counters c;
+    homa_engine_counters(p.e[1], &c);
+    assert_true(c.drop_no_memory > 0);
+    assert_true(c.rx_bytes_peak <= 150000);
+    /* the first request arrives; the second fails with a timeout in bounded time */
+    homa_msg m;
+    assert_int_equal(homa_engine_recv(p.e[1], SPORT, HOMA_RECV_ANY, 0, &m), 0);
+    assert_int_equal(m.length, sizeof(big));
+    /* hold the request: the memory stays in use, so id2 keeps being refused */
+    homa_msg r;
+    int ticks = 0;
+    while (homa_engine_recv(p.e[0], CPORT, HOMA_RECV_ANY, id2, &r) == HOMA_ERR_AGAIN) {
+        pair_advance(&p, MS);
+        assert_true(++ticks < 200);
+    }
+    assert_int_equal(r.error, HOMA_ERR_TIMEOUT);
+    homa_engine_release(p.e[0], &r);
+    homa_engine_release(p.e[1], &m);
+    pair_destroy(&p);
+}
+
+static void homa_engine_recv__flags_and_id(void **state)
+{
+    (void)state;
+    struct pair p;
+    setup_pair(&p, NULL);
+    /* both engines use one port each; the server also sends a request back */
+    assert_int_equal(homa_engine_port_open(p.e[1], CPORT), 0);
+    uint64_t id1, id2;
+    assert_int_equal(
+        homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, "a", 1, 1, &id1), 0);
+    assert_int_equal(
+        homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, "b", 1, 2, &id2), 0);
+    pair_settle(&p);
+    homa_msg m;
+    assert_int_equal(homa_engine_recv(p.e[1], SPORT, HOMA_RECV_RESPONSE, 0, &m), HOMA_ERR_AGAIN);
+    assert_int_equal(homa_engine_recv(p.e[0], CPORT, HOMA_RECV_ANY, id2, &m), HOMA_ERR_AGAIN);
+    homa_msg a, b;
+    assert_int_equal(homa_engine_recv(p.e[1], SPORT, HOMA_RECV_REQUEST, 0, &a), 0);
+    assert_int_equal(homa_engine_recv(p.e[1], SPORT, HOMA_RECV_REQUEST, 0, &b), 0);
+    assert_int_equal(homa_engine_send_reply(p.e[1], p.now, SPORT, &a.peer, a.peer_port, a.id,
+                                            "A", 1),
+                     0);
+    assert_int_equal(homa_engine_send_reply(p.e[1], p.now, SPORT, &b.peer, b.peer_port, b.id,
+                                            "B", 1),
+                     0);
+    homa_engine_release(p.e[1], &a);
+    homa_engine_release(p.e[1], &b);
+    pair_settle(&p);
+    assert_int_equal(homa_engine_recv(p.e[0], CPORT, HOMA_RECV_ANY, id2, &m), 0);
+    assert_int_equal(m.cookie, 2);
+    assert_int_equal(m.data[0], 'B');
+    homa_engine_release(p.e[0], &m);
+    assert_int_equal(homa_engine_recv(p.e[0], CPORT, HOMA_RECV_RESPONSE, 0, &m), 0);
+    assert_int_equal(m.id, id1);
+    homa_engine_release(p.e[0], &m);
+    pair_destroy(&p);
+}
+
+static void homa_engine_port_close__messages_stay_valid_until_release(void **state)
+{
+    (void)state;
+    struct pair p;
+    setup_pair(&p, NULL);
+    uint64_t id;
+    uint8_t buf[3000];
+    fill(buf, sizeof(buf), 9);
+    assert_int_equal(homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, buf,
+                                              sizeof(buf), 0, &id),
+                     0);
+    pair_settle(&p);
+    homa_msg m;
+    assert_int_equal(homa_engine_recv(p.e[1], SPORT, HOMA_RECV_ANY, 0, &m), 0);
+    assert_int_equal(homa_engine_port_close(p.e[1], p.now, SPORT), 0);
+    assert_memory_equal(m.data, buf, sizeof(buf));
+    homa_engine_release(p.e[1], &m);
+    pair_destroy(&p);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(homa_config_validate__defaults_ok),
+        cmocka_unit_test(homa_counter_name__all_named),
+        cmocka_unit_test(homa_engine_port_open__errors),
+        cmocka_unit_test(homa_engine_send_request__sizes),
+        cmocka_unit_test(homa_engine_send_request__large_when_max_raised),
+        cmocka_unit_test(homa_engine_timer__resend_recovers_lost_data),
+        cmocka_unit_test(homa_engine_timer__dead_server_times_out),
+        cmocka_unit_test(homa_engine_input__duplicate_request_after_ack_not_redelivered),
+        cmocka_unit_test(homa_engine_input__rpc_unknown_restarts_request),
+        cmocka_unit_test(homa_engine_abort__frees_and_server_cleans_up),
+        cmocka_unit_test(homa_engine_input__memory_cap_refuses_new_messages),
+        cmocka_unit_test(homa_engine_recv__flags_and_id),
+        cmocka_unit_test(homa_engine_port_close__messages_stay_valid_until_release),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,276 @@
+/* homa-perf: the Homa transport, on the runtime API of homa/homa.h.
+ *
+ * Client: one Homa socket per client thread; all RPCs of the thread (the
+ * --outstanding ones in closed-loop tests, every open-loop arrival in
+ * workloads) are in flight on that socket at once.  All client sockets of a
+ * process share one runtime (as all sockets of a host share the Linux
+ * module), created on first use and destroyed with the last client.
+ *
+ * Server: its own runtime and one socket; `threads` threads each loop on
+ * homa_recv(requests) and answer with homa_reply() carrying the request's
+ * bytes (an echo, like the TCP server). */
+#include "perf.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <homa/homa.h>
+
+#define HELD_MAX 256
+/* Largest message the server accepts (the client sets what it needs). */
+#define SERVER_MAX_MESSAGE (64u << 20)
+/* How often server threads look at the stop flag. */
+#define SERVER_POLL_NS 50000000ll
+
+static void runtime_options(homa_runtime_options *ro, uint32_t max_message)
+{
+    homa_runtime_options_default(ro);
+    if (max_message > ro->config.max_message_length)
+        ro->config.max_message_length = max_message;
+}
+
+/* ---- Shared client runtime ------------------------------------------- */
+
+static pthread_mutex_t client_rt_lock = PTHREAD_MUTEX_INITIALIZER;
+static homa_runtime *client_rt;
+static int client_rt_refs;
+
+static int client_rt_get(homa_runtime **out, char *err, size_t errlen)
+{
+    pthread_mutex_lock(&client_rt_lock);
+    int rc = 0;
+    if (!client_rt) {
+        homa_runtime_options ro;
+        runtime_options(&ro, SERVER_MAX_MESSAGE);
+        rc = homa_runtime_create(&ro, &client_rt);
+        if (rc < 0) {
+            snprintf(err, errlen, "homa_runtime_create: %s", homa_strerror(rc));
+            client_rt = NULL;
+        }
+    }
+    if (rc == 0) {
+        client_rt_refs++;
+        *out = client_rt;
+    }
+    pthread_mutex_unlock(&client_rt_lock);
+    return rc;
+}
+
+static void client_rt_put(void)
+{
+    pthread_mutex_lock(&client_rt_lock);
+    if (--client_rt_refs == 0) {
+        homa_runtime_destroy(client_rt);
+        client_rt = NULL;
+    }
+    pthread_mutex_unlock(&client_rt_lock);
+}
+
+/* ---- Client ---------------------------------------------------------- */
+
+typedef struct hclient {
+    pt_client base;
+    homa_socket *sock;
+    homa_endpoint dst;
+    homa_msg held[HELD_MAX]; /* returned by the last poll, released by the next */
+    int nheld;
+} hclient;
+
+static int hclient_send(pt_client *base, int slot, uint64_t cookie, const void *buf, size_t len)
+{
+    (void)slot;
+    hclient *c = (hclient *)base;
+    return homa_send(c->sock, &c->dst, buf, len, cookie, NULL);
+}
+
+static void release_held(hclient *c)
+{
+    for (int i = 0; i < c->nheld; i++)
+        homa_release(c->sock, &c->held[i]);
+    c->nheld = 0;
+}
+
+static int hclient_poll(pt_client *base, uint64_t deadline, pt_completion *out, int max)
+{
+    hclient *c = (hclient *)base;
+    release_held(c);
+    if (max > HELD_MAX)
+        max = HELD_MAX;
+    int n = 0;
+    while (n < max) {
+        int64_t timeout = HOMA_NONBLOCK;
+        if (n == 0) {
+            uint64_t now = perf_now_ns();
+            if (now >= deadline)
+                break;
+            timeout = (int64_t)(deadline - now);
+        }
+        homa_msg *m = &c->held[c->nheld];
+        memset(m, 0, sizeof(*m));
+        int rc = homa_recv(c->sock, HOMA_RECV_RESPONSE, 0, timeout, m);
+        if (rc == 0) {
+            c->nheld++;
+            out[n].cookie = m->cookie;
+            out[n].data = m->data;
+            out[n].len = m->length;
+            out[n].error = m->error;
+            n++;
+        } else if (m->id != 0) {
+            /* A failed RPC: nothing to release. */
+            out[n].cookie = m->cookie;
+            out[n].data = NULL;
+            out[n].len = 0;
+            out[n].error = m->error ? m->error : rc;
+            n++;
+        } else if (rc == HOMA_ERR_AGAIN) {
+            if (n > 0)
+                break;
+            if (perf_now_ns() >= deadline)
+                break;
+        } else {
+            return n > 0 ? n : rc;
+        }
+    }
+    return n;
+}
+
+static void hclient_destroy(pt_client *base)
+{
+    hclient *c = (hclient *)base;
+    release_held(c);
+    homa_socket_close(c->sock);
+    free(c);
+    client_rt_put();
+}
+
+static const pt_client_ops hclient_ops = {
+    .send = hclient_send,
+    .poll = hclient_poll,
+    .destroy = hclient_destroy,
+};
+
+int homa_client_create(const perf_addr *addr, pt_client **out, char *err, size_t errlen)
+{
+    hclient *c = calloc(1, sizeof(*c));
+    if (!c)
+        return -ENOMEM;
+    c->base.ops = &hclient_ops;
+    int rc = homa_endpoint_from_sockaddr((const struct sockaddr *)&addr->ss, addr->len, &c->dst);
+    if (rc < 0) {
+        snprintf(err, errlen, "homa: bad server address %s: %s", addr->host, homa_strerror(rc));
+        free(c);
+        return rc;
+    }
+    homa_runtime *rt;
+    rc = client_rt_get(&rt, err, errlen);
+    if (rc < 0) {
+        free(c);
+        return rc;
+    }
+    rc = homa_socket_open(rt, 0, &c->sock);
+    if (rc < 0) {
+        snprintf(err, errlen, "homa_socket_open: %s", homa_strerror(rc));
+        free(c);
+        client_rt_put();
+        return rc;
+    }
+    *out = &c->base;
+    return 0;
+}
+
+/* ---- Server ---------------------------------------------------------- */
+
+typedef struct hserver {
+    pt_server base;
+    homa_runtime *rt;
+    homa_socket *sock;
+    atomic_int stop;
+    int nthreads;
+    pthread_t *threads;
+} hserver;
+
+static void *hserver_main(void *arg)
+{
+    hserver *s = arg;
+    while (!atomic_load(&s->stop)) {
+        homa_msg m;
+        memset(&m, 0, sizeof(m));
+        int rc = homa_recv(s->sock, HOMA_RECV_REQUEST, 0, SERVER_POLL_NS, &m);
+        if (rc == HOMA_ERR_SHUTDOWN)
+            break;
+        if (rc < 0)
+            continue;
+        homa_reply(s->sock, m.id, m.data, m.length);
+        homa_release(s->sock, &m);
+    }
+    return NULL;
+}
+
+static uint16_t hserver_port(pt_server *base)
+{
+    return homa_socket_port(((hserver *)base)->sock);
+}
+
+static void hserver_stop(pt_server *base)
+{
+    hserver *s = (hserver *)base;
+    atomic_store(&s->stop, 1);
+    for (int i = 0; i < s->nthreads; i++)
+        pthread_join(s->threads[i], NULL);
+    free(s->threads);
+    if (s->sock)
+        homa_socket_close(s->sock);
+    if (s->rt)
+        homa_runtime_destroy(s->rt);
+    free(s);
+}
+
+static const pt_server_ops hserver_ops = {
+    .port = hserver_port,
+    .stop = hserver_stop,
+};
+
+int homa_server_start(uint16_t port, int threads, pt_server **out, char *err, size_t errlen)
+{
+    if (threads < 1)
+        threads = 1;
+    hserver *s = calloc(1, sizeof(*s));
+    if (!s)
+        return -ENOMEM;
+    s->base.ops = &hserver_ops;
+    s->threads = calloc((size_t)threads, sizeof(pthread_t));
+    if (!s->threads) {
+        hserver_stop(&s->base);
+        return -ENOMEM;
+    }
+    homa_runtime_options ro;
+    runtime_options(&ro, SERVER_MAX_MESSAGE);
+    int rc = homa_runtime_create(&ro, &s->rt);
+    if (rc < 0) {
+        snprintf(err, errlen, "homa_runtime_create: %s", homa_strerror(rc));
+        s->rt = NULL;
+        hserver_stop(&s->base);
+        return rc;
+    }
+    rc = homa_socket_open(s->rt, port, &s->sock);
+    if (rc < 0) {
+        snprintf(err, errlen, "homa_socket_open(port %u): %s", port, homa_strerror(rc));
+        s->sock = NULL;
+        hserver_stop(&s->base);
+        return rc;
+    }
+    for (int i = 0; i < threads; i++) {
+        if (pthread_create(&s->threads[i], NULL, hserver_main, s) != 0) {
+            snprintf(err, errlen, "homa server: cannot start thread %d", i);
+            hserver_stop(&s->base);
+            return -ENOMEM;
+        }
+        s->nthreads++;
+    }
+    *out = &s->base;
+    return 0;
+}

@@ -1,0 +1,28 @@
+/* homa-perf: payload patterns for --verify.
+ *
+ * Byte i of the message of RPC `seq` is byte (i % 8) (little-endian) of
+ * mix64(seq * K + i / 8), where mix64 is the splitmix64 finaliser: every byte
+ * depends on both the RPC and its offset, so misplaced, stale or mixed-up
+ * data is caught, not only flipped bits. */
+#ifndef HOMA_PERF_PATTERN_H
+#define HOMA_PERF_PATTERN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+void pattern_fill(uint8_t *buf, size_t len, uint64_t seq);
+/* Returns 1 if buf holds exactly the pattern of seq, else 0. */
+int pattern_check(const uint8_t *buf, size_t len, uint64_t seq);
+
+/* splitmix64 step, also used as the random source of the load generator. */
+static inline uint64_t pattern_mix64(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    x ^= x >> 31;
+    return x;
+}
+
+#endif
