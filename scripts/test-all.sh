@@ -81,7 +81,8 @@ on_exit() {
 trap on_exit EXIT
 
 # configure DIR [cmake args...]: gcc, Ninja if available (an existing build
-# directory keeps the generator and compiler it was configured with).
+# directory keeps its generator).  Every HOMA_* option is set explicitly so a
+# reused build directory cannot keep a stale setting.
 configure() {
     local dir=$1
     shift
@@ -89,7 +90,8 @@ configure() {
     if [[ ! -f $dir/CMakeCache.txt ]] && command -v ninja >/dev/null 2>&1; then
         gen=(-G Ninja)
     fi
-    CC=${CC:-gcc} cmake -S "$ROOT" -B "$dir" ${gen[@]+"${gen[@]}"} "$@"
+    cmake -S "$ROOT" -B "$dir" ${gen[@]+"${gen[@]}"} -DCMAKE_C_COMPILER=gcc \
+        -DHOMA_BUILD_TESTS=ON -DHOMA_FUZZ=OFF "$@"
 }
 
 build() {
@@ -170,7 +172,7 @@ EOF
 
 stage_build() {
     stage_begin build
-    configure build -DHOMA_WERROR=ON
+    configure build -DHOMA_WERROR=ON -DHOMA_SANITIZE=OFF -DHOMA_TSAN=OFF
     build build
     run_ctest build --no-tests=error
     banner "stage build: install check"
@@ -180,7 +182,7 @@ stage_build() {
 
 stage_asan() {
     stage_begin asan
-    configure build-asan -DHOMA_SANITIZE=ON
+    configure build-asan -DHOMA_WERROR=OFF -DHOMA_SANITIZE=ON -DHOMA_TSAN=OFF
     build build-asan
     CTEST_WRAP=(env ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
         ${NOASLR[@]+"${NOASLR[@]}"})
@@ -202,8 +204,10 @@ stage_fuzz() {
 
 stage_tsan() {
     stage_begin tsan
-    configure build-tsan -DHOMA_TSAN=ON
-    if ctest --test-dir build-tsan -N -L runtime | grep -q 'Total Tests: 0'; then
+    configure build-tsan -DHOMA_WERROR=OFF -DHOMA_SANITIZE=OFF -DHOMA_TSAN=ON
+    local listing
+    listing=$(ctest --test-dir build-tsan -N -L runtime)
+    if grep -q 'Total Tests: 0' <<<"$listing"; then
         note "no ctest test carries the label 'runtime' yet: skipped"
         stage_end "skipped (no 'runtime' tests)"
         return 0

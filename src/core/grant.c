@@ -148,7 +148,9 @@ void homa_grant_check(struct homa_engine *eng)
         target = (target + seg - 1) / seg * seg; /* whole packets only */
         if (target > m->length) target = m->length;
         if (target <= m->granted) {
-            if (prio != m->prio) {
+            /* HOMA_PRIO_NONE: no scheduled grant yet, so the sender is
+             * still in its unscheduled bytes and ignores the priority. */
+            if (prio != m->prio && m->prio != HOMA_PRIO_NONE) {
                 /* rank changed: tell the sender its new priority */
                 m->prio = prio;
                 send_grant(eng, r);

@@ -72,7 +72,7 @@ static void send_cutoffs(struct homa_engine *eng, struct homa_peer *peer, uint64
 /* Priority a RESEND asks the sender to use: ours for that part of the message. */
 static uint8_t resend_prio(struct homa_engine *eng, struct homa_rpc *rpc, uint32_t offset)
 {
-    if (offset < eng->cfg.unsched_bytes)
+    if (offset < eng->cfg.unsched_bytes || rpc->in.prio == HOMA_PRIO_NONE)
         return homa_unsched_prio(eng, eng->cfg.unsched_cutoffs, rpc->in.length);
     return rpc->in.prio;
 }
@@ -178,7 +178,7 @@ static int handle_data(struct homa_engine *eng, uint64_t now, const homa_addr *s
         homa_gauge_max(&eng->ctr.rx_bytes_peak, eng->ctr.rx_bytes_in_use);
         eng->ctr.incoming_bytes += homa_in_outstanding(m);
         homa_gauge_max(&eng->ctr.incoming_peak, eng->ctr.incoming_bytes);
-        m->prio = homa_unsched_prio(eng, eng->cfg.unsched_cutoffs, len);
+        m->prio = HOMA_PRIO_NONE;
         homa_grant_add(eng, rpc);
     } else if (m->length != len) {
         return drop(eng, HOMA_DROP_INCONSISTENT);

@@ -52,6 +52,7 @@ struct homa_gap {
     uint32_t start, end; /* missing bytes [start, end) */
 };
 
+#define HOMA_PRIO_NONE 0xff
 #define HOMA_MAX_GAPS 4096 /* a sender fragmenting more than this is refused */
 
 struct homa_msgin {
@@ -63,7 +64,7 @@ struct homa_msgin {
     uint32_t seg_size; /* largest payload seen: grants are rounded to it */
     uint32_t num_gaps, cap_gaps;
     struct homa_gap *gaps; /* sorted, disjoint, all below recv_end */
-    uint8_t prio;          /* priority of our latest grant */
+    uint8_t prio;          /* priority of our latest grant, or HOMA_PRIO_NONE */
     bool active;           /* length known, buffer allocated */
 };
 

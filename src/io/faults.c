@@ -13,8 +13,7 @@
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
 {
-    if (err == NULL || errlen == 0)
-        return;
+    if (err == NULL || errlen == 0) return;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(err, errlen, fmt, ap);
@@ -24,8 +23,7 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
 static int parse_prob(const char *val, size_t vlen, double *out)
 {
     char buf[64];
-    if (vlen == 0 || vlen >= sizeof(buf))
-        return -1;
+    if (vlen == 0 || vlen >= sizeof(buf)) return -1;
     memcpy(buf, val, vlen);
     buf[vlen] = '\0';
     char *end;
@@ -33,8 +31,7 @@ static int parse_prob(const char *val, size_t vlen, double *out)
     double d = strtod(buf, &end);
     /* Reject trailing junk, NaN and anything outside [0,1]: a typo such as
      * "drop=5" (meaning 5 %) must not silently drop every packet. */
-    if (errno != 0 || *end != '\0' || !(d >= 0.0 && d <= 1.0))
-        return -1;
+    if (errno != 0 || *end != '\0' || !(d >= 0.0 && d <= 1.0)) return -1;
     *out = d;
     return 0;
 }
@@ -42,15 +39,13 @@ static int parse_prob(const char *val, size_t vlen, double *out)
 static int parse_u64(const char *val, size_t vlen, uint64_t max, uint64_t *out)
 {
     char buf[32];
-    if (vlen == 0 || vlen >= sizeof(buf) || val[0] == '-' || val[0] == '+')
-        return -1;
+    if (vlen == 0 || vlen >= sizeof(buf) || val[0] == '-' || val[0] == '+') return -1;
     memcpy(buf, val, vlen);
     buf[vlen] = '\0';
     char *end;
     errno = 0;
     unsigned long long v = strtoull(buf, &end, 0);
-    if (errno != 0 || *end != '\0' || v > max)
-        return -1;
+    if (errno != 0 || *end != '\0' || v > max) return -1;
     *out = v;
     return 0;
 }
@@ -82,8 +77,7 @@ int homa_faults_parse(const char *spec, homa_faults *out, char *err, size_t errl
         }
         while (ilen > 0 && (item[ilen - 1] == ' ' || item[ilen - 1] == '\t'))
             ilen--;
-        if (ilen == 0)
-            continue;
+        if (ilen == 0) continue;
         const char *eq = memchr(item, '=', ilen);
         if (eq == NULL) {
             set_err(err, errlen, "fault spec item '%.*s' is not key=value", (int)ilen, item);
@@ -137,8 +131,7 @@ int homa_faults_parse(const char *spec, homa_faults *out, char *err, size_t errl
         return HOMA_ERR_INVAL;
     }
     *out = f;
-    if (err != NULL && errlen > 0)
-        err[0] = '\0';
+    if (err != NULL && errlen > 0) err[0] = '\0';
     return 0;
 }
 
@@ -159,37 +152,29 @@ static uint64_t rng_next(uint64_t *s)
 void homa_fault_init(homa_fault_state *st, const homa_faults *f, unsigned dir, uint64_t salt)
 {
     memset(st, 0, sizeof(*st));
-    if (homa_faults_none(f))
-        return;
+    if (homa_faults_none(f)) return;
     st->cfg = *f;
     unsigned dirs = f->dirs ? f->dirs : (HOMA_FAULT_TX | HOMA_FAULT_RX);
-    if ((dirs & dir) == 0)
-        return;
+    if ((dirs & dir) == 0) return;
     uint64_t seed = f->seed;
-    if (seed == 0 && getrandom(&seed, sizeof(seed), 0) != (ssize_t)sizeof(seed))
-        seed = 0x5eed;
+    if (seed == 0 && getrandom(&seed, sizeof(seed), 0) != (ssize_t)sizeof(seed)) seed = 0x5eed;
     st->rng = seed ^ (salt * 0xD6E8FEB86659FD93ull) ^ dir;
     st->active = 1;
 }
 
 int homa_fault_decide(homa_fault_state *st)
 {
-    if (!st->active)
-        return HOMA_FAULT_PASS;
+    if (!st->active) return HOMA_FAULT_PASS;
     /* One draw per packet partitioned into disjoint ranges, so each
      * configured rate is exactly the probability of its outcome. */
     double u = (double)(rng_next(&st->rng) >> 11) * 0x1.0p-53;
     double edge = st->cfg.drop;
-    if (u < edge)
-        return HOMA_FAULT_DROP;
+    if (u < edge) return HOMA_FAULT_DROP;
     edge += st->cfg.dup;
-    if (u < edge)
-        return HOMA_FAULT_DUP;
+    if (u < edge) return HOMA_FAULT_DUP;
     edge += st->cfg.reorder;
-    if (u < edge)
-        return HOMA_FAULT_REORDER;
+    if (u < edge) return HOMA_FAULT_REORDER;
     edge += st->cfg.delay;
-    if (u < edge)
-        return HOMA_FAULT_DELAY;
+    if (u < edge) return HOMA_FAULT_DELAY;
     return HOMA_FAULT_PASS;
 }

@@ -44,8 +44,7 @@ static uint64_t mono_ns(void)
 int homa_pcap_open(const char *path, homa_pcap **out)
 {
     homa_pcap *p = calloc(1, sizeof(*p));
-    if (p == NULL)
-        return HOMA_ERR_NOMEM;
+    if (p == NULL) return HOMA_ERR_NOMEM;
     p->f = fopen(path, "wb");
     if (p->f == NULL) {
         free(p);
@@ -79,8 +78,7 @@ void homa_pcap_flush(homa_pcap *p)
 
 void homa_pcap_close(homa_pcap *p)
 {
-    if (p == NULL)
-        return;
+    if (p == NULL) return;
     fclose(p->f);
     pthread_mutex_destroy(&p->lock);
     free(p);
@@ -176,8 +174,7 @@ void homa_pcap_write(homa_pcap *p, const homa_addr *src, uint16_t sport, const h
     udp[6] = udp[7] = 0;
     sum = csum_add(sum, udp, 8, &odd);
     sum = csum_add(sum, a, alen, &odd);
-    if (blen > 0)
-        sum = csum_add(sum, b, blen, &odd);
+    if (blen > 0) sum = csum_add(sum, b, blen, &odd);
     uint16_t c = csum_fold(sum);
     put16(udp + 6, c == 0 ? 0xffff : c); /* 0 means "no checksum" in UDP */
 
@@ -189,10 +186,8 @@ void homa_pcap_write(homa_pcap *p, const homa_addr *src, uint16_t sport, const h
     pthread_mutex_lock(&p->lock);
     fwrite(rec, sizeof(rec), 1, p->f);
     fwrite(hdr, iplen + 8, 1, p->f);
-    if (alen > 0)
-        fwrite(a, alen, 1, p->f);
-    if (blen > 0)
-        fwrite(b, blen, 1, p->f);
+    if (alen > 0) fwrite(a, alen, 1, p->f);
+    if (blen > 0) fwrite(b, blen, 1, p->f);
     /* Buffered for speed, but flushed every 100 ms so a capture of a run
      * that crashes or is killed still holds nearly everything. */
     uint64_t now = mono_ns();
@@ -219,8 +214,7 @@ void homa_pcap_source_for(homa_pcap *p, const homa_addr *dst, homa_addr *src)
      * anything; getsockname then tells the source address the kernel picks. */
     homa_addr found;
     memset(&found, 0, sizeof(found));
-    if (is_v4(dst))
-        memcpy(found.bytes + 10, "\xff\xff", 2);
+    if (is_v4(dst)) memcpy(found.bytes + 10, "\xff\xff", 2);
     int fd = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (fd >= 0) {
         struct sockaddr_in6 sa;

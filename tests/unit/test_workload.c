@@ -77,7 +77,7 @@ static int load_text(const char *content, homa_workload **w)
     return err;
 }
 
-static void load_file__all_shipped(void **state)
+static void homa_workload_load_file__all_shipped(void **state)
 {
     (void)state;
     for (int i = 0; i < 5; i++) {
@@ -103,7 +103,7 @@ static void load_file__all_shipped(void **state)
     }
 }
 
-static void mean__matches_protocol_figures(void **state)
+static void homa_workload_mean__matches_protocol_figures(void **state)
 {
     (void)state;
     for (int i = 0; i < 5; i++) {
@@ -142,7 +142,7 @@ static double workload_stddev(const homa_workload *w, uint32_t max)
     return sqrt(m2 - mean * mean);
 }
 
-static void sample__mean_matches_cdf(void **state)
+static void homa_workload_sample__mean_matches_cdf(void **state)
 {
     (void)state;
     const int draws = 1000000;
@@ -181,7 +181,7 @@ static void sample__mean_matches_cdf(void **state)
     }
 }
 
-static void sample__edges(void **state)
+static void homa_workload_sample__edges(void **state)
 {
     (void)state;
     homa_workload *w = NULL;
@@ -203,7 +203,7 @@ static void sample__edges(void **state)
     homa_workload_free(w);
 }
 
-static void sample__zero_first_point_never_drawn(void **state)
+static void homa_workload_sample__zero_first_point_never_drawn(void **state)
 {
     (void)state;
     homa_workload *w = NULL;
@@ -216,7 +216,7 @@ static void sample__zero_first_point_never_drawn(void **state)
     homa_workload_free(w);
 }
 
-static void mean__small_exact(void **state)
+static void homa_workload_mean__small_exact(void **state)
 {
     (void)state;
     homa_workload *w = NULL;
@@ -230,7 +230,7 @@ static void mean__small_exact(void **state)
     homa_workload_free(w);
 }
 
-static void quantile__basic(void **state)
+static void homa_workload_quantile__basic(void **state)
 {
     (void)state;
     homa_workload *w = NULL;
@@ -248,7 +248,7 @@ static void quantile__basic(void **state)
     homa_workload_free(w);
 }
 
-static void quantile__shipped_shortest_ten_percent(void **state)
+static void homa_workload_quantile__shipped_shortest_ten_percent(void **state)
 {
     (void)state;
     for (int i = 0; i < 5; i++) {
@@ -261,7 +261,7 @@ static void quantile__shipped_shortest_ten_percent(void **state)
     }
 }
 
-static void cdf__basic(void **state)
+static void homa_workload_cdf__basic(void **state)
 {
     (void)state;
     homa_workload *w = NULL;
@@ -276,7 +276,7 @@ static void cdf__basic(void **state)
     homa_workload_free(w);
 }
 
-static void load__by_name_in_data_dir(void **state)
+static void homa_workload_load__by_name_in_data_dir(void **state)
 {
     (void)state;
     homa_workload *w = NULL;
@@ -297,7 +297,7 @@ static void load__by_name_in_data_dir(void **state)
     homa_workload_free(w);
 }
 
-static void load__search_order(void **state)
+static void homa_workload_load__search_order(void **state)
 {
     (void)state;
     homa_workload *w = NULL;
@@ -319,7 +319,7 @@ static void load__search_order(void **state)
     assert_non_null(strstr(homa_workload_errmsg(), "HOMA_DATA_DIR"));
 }
 
-static void load__bad_arguments(void **state)
+static void homa_workload_load__bad_arguments(void **state)
 {
     (void)state;
     homa_workload *w = NULL;
@@ -337,7 +337,7 @@ static void load__bad_arguments(void **state)
     homa_workload_free(NULL);
 }
 
-static void load_file__accepts_comments_blanks_crlf(void **state)
+static void homa_workload_load_file__accepts_comments_blanks_crlf(void **state)
 {
     (void)state;
     homa_workload *w = NULL;
@@ -359,7 +359,7 @@ static void load_file__accepts_comments_blanks_crlf(void **state)
     homa_workload_free(w);
 }
 
-static void load_file__rejects_malformed(void **state)
+static void homa_workload_load_file__rejects_malformed(void **state)
 {
     (void)state;
     static const struct {
@@ -418,20 +418,20 @@ static void load_file__rejects_malformed(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(load_file__all_shipped),
-        cmocka_unit_test(mean__matches_protocol_figures),
-        cmocka_unit_test(mean__small_exact),
-        cmocka_unit_test(sample__mean_matches_cdf),
-        cmocka_unit_test(sample__edges),
-        cmocka_unit_test(sample__zero_first_point_never_drawn),
-        cmocka_unit_test(quantile__basic),
-        cmocka_unit_test(quantile__shipped_shortest_ten_percent),
-        cmocka_unit_test(cdf__basic),
-        cmocka_unit_test(load__by_name_in_data_dir),
-        cmocka_unit_test(load__search_order),
-        cmocka_unit_test(load__bad_arguments),
-        cmocka_unit_test(load_file__accepts_comments_blanks_crlf),
-        cmocka_unit_test(load_file__rejects_malformed),
+        cmocka_unit_test(homa_workload_load_file__all_shipped),
+        cmocka_unit_test(homa_workload_mean__matches_protocol_figures),
+        cmocka_unit_test(homa_workload_mean__small_exact),
+        cmocka_unit_test(homa_workload_sample__mean_matches_cdf),
+        cmocka_unit_test(homa_workload_sample__edges),
+        cmocka_unit_test(homa_workload_sample__zero_first_point_never_drawn),
+        cmocka_unit_test(homa_workload_quantile__basic),
+        cmocka_unit_test(homa_workload_quantile__shipped_shortest_ten_percent),
+        cmocka_unit_test(homa_workload_cdf__basic),
+        cmocka_unit_test(homa_workload_load__by_name_in_data_dir),
+        cmocka_unit_test(homa_workload_load__search_order),
+        cmocka_unit_test(homa_workload_load__bad_arguments),
+        cmocka_unit_test(homa_workload_load_file__accepts_comments_blanks_crlf),
+        cmocka_unit_test(homa_workload_load_file__rejects_malformed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

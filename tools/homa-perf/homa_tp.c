@@ -165,7 +165,7 @@ int homa_client_create(const perf_addr *addr, pt_client **out, char *err, size_t
         free(c);
         return rc;
     }
-    homa_runtime *rt;
+    homa_runtime *rt = NULL;
     rc = client_rt_get(&rt, err, errlen);
     if (rc < 0) {
         free(c);

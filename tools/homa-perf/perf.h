@@ -152,6 +152,9 @@ int homa_server_start(uint16_t port, int threads, pt_server **out, char *err, si
 int pt_client_create(const perf_opts *o, const perf_addr *addr, int conns, pt_client **out,
                      char *err, size_t errlen);
 int pt_server_start(const perf_opts *o, pt_server **out, char *err, size_t errlen);
+/* Describes a transport error: HOMA_ERR_* for Homa (values -1..-64), else
+ * -errno. */
+const char *pt_strerror(int proto, int err);
 
 /* ---- Client driver and output --------------------------------------- */
 

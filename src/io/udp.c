@@ -1,0 +1,734 @@
+/* The UDP driver: Homa packets as UDP payloads on a dual-stack socket.
+ *
+ * Batching is what makes user-space Homa competitive: sendmmsg/recvmmsg move
+ * many packets per system call, UDP GSO lets one send carry a run of
+ * full-size DATA packets that the kernel (or NIC) cuts into datagrams, and
+ * UDP GRO hands us many coalesced datagrams in one buffer.  GSO/GRO are
+ * probed at run time and quietly switched off when the kernel refuses them.
+ *
+ * Fault injection and packet capture sit here, below the engine, so they
+ * see exactly what crosses the wire. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/udp.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "core/wire.h"
+#include "io/io.h"
+
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
+#ifndef UDP_GRO
+#define UDP_GRO 104
+#endif
+#ifndef SOL_UDP
+#define SOL_UDP 17
+#endif
+
+#define RX_BATCH 16       /* datagrams per recvmmsg */
+#define RX_BUF_SIZE 65536 /* a datagram or a GRO buffer is at most 64 KB */
+#define RX_MAX_SEGS 64    /* Linux coalesces at most 64 datagrams (UDP_GRO_CNT_MAX) */
+#define HOLD_MAX 4096     /* packets held back by fault injection, per direction */
+#define RX_OUT_CAP (RX_BATCH * RX_MAX_SEGS * 2 + HOLD_MAX)
+#define TX_BATCH 32         /* datagrams per sendmmsg */
+#define GSO_MAX_SEGS 64     /* the kernel's oldest UDP_MAX_SEGMENTS */
+#define GSO_MAX_BYTES 65000 /* one GSO send is one (large) UDP datagram */
+#define TX_IOV_CAP (TX_BATCH * GSO_MAX_SEGS * 2)
+#define CTRL_SIZE 128
+#define ENOTSUPP_KERNEL 524 /* what the kernel returns when the device can't do GSO */
+
+#define CTR_ADD(s, field, n) __atomic_fetch_add(&(s)->ctr.field, (uint64_t)(n), __ATOMIC_RELAXED)
+
+/* A packet copied aside by fault injection (delay, reorder). */
+struct held {
+    struct held *next;
+    uint64_t due;
+    int reorder; /* released right after the next packet that passes */
+    homa_addr addr;
+    uint16_t port;
+    uint8_t tos;
+    uint32_t len;
+    uint8_t data[];
+};
+
+/* Bookkeeping for one datagram (possibly a GSO run) being assembled. */
+struct tx_meta {
+    struct sockaddr_in6 sa;
+    homa_addr addr;
+    uint16_t port;
+    uint8_t tos;
+    int gso_ok;        /* DATA from the engine: may be part of a GSO run */
+    int closed;        /* a short segment ended the run */
+    uint32_t seg_size; /* size of every segment but the last */
+    int segs;
+    size_t bytes;
+    int iov_start; /* 2 iovecs per segment (header, payload) */
+    union {
+        char buf[CTRL_SIZE];
+        struct cmsghdr align;
+    } ctrl;
+};
+
+struct homa_io_sock {
+    int fd;
+    homa_endpoint local;
+    int wildcard; /* bound to the wildcard address */
+    int gso;      /* send runs with UDP_SEGMENT */
+    int gro;      /* UDP_GRO enabled */
+    homa_pcap *pcap;
+    homa_driver_counters ctr;
+
+    /* Transmit side (one sender at a time). */
+    homa_fault_state txf;
+    struct mmsghdr tx_mm[TX_BATCH];
+    struct tx_meta tx_meta[TX_BATCH];
+    struct iovec tx_iov[TX_IOV_CAP];
+    int tx_n;
+    int tx_iov_n;
+    struct held *tx_held; /* delayed or reordered, not yet sent */
+    int tx_held_n;
+    struct held *tx_inflight; /* copies referenced by the batch being built */
+    uint64_t tx_due;          /* earliest due time in tx_held (atomic) */
+
+    /* Receive side (one receiver at a time). */
+    homa_fault_state rxf;
+    uint8_t *rx_buf;
+    struct mmsghdr rx_mm[RX_BATCH];
+    struct iovec rx_iov[RX_BATCH];
+    struct sockaddr_in6 rx_sa[RX_BATCH];
+    union {
+        char buf[CTRL_SIZE];
+        struct cmsghdr align;
+    } rx_ctrl[RX_BATCH];
+    homa_io_rx *rx_out;
+    int rx_out_n;
+    int rx_out_pos;
+    struct held *rx_held;
+    int rx_held_n;
+    struct held *rx_done; /* released copies, freed at the next refill */
+    uint64_t rx_due;      /* earliest due time in rx_held (atomic) */
+};
+
+static int probe_opt(int level, int opt, int val)
+{
+    int fd = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return 0;
+    int ok = setsockopt(fd, level, opt, &val, sizeof(val)) == 0;
+    close(fd);
+    return ok;
+}
+
+static int gso_cached = -1, gro_cached = -1;
+
+int homa_udp_gso_supported(void)
+{
+    int v = __atomic_load_n(&gso_cached, __ATOMIC_RELAXED);
+    if (v < 0) {
+        v = probe_opt(SOL_UDP, UDP_SEGMENT, 1400);
+        __atomic_store_n(&gso_cached, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+
+int homa_udp_gro_supported(void)
+{
+    int v = __atomic_load_n(&gro_cached, __ATOMIC_RELAXED);
+    if (v < 0) {
+        v = probe_opt(SOL_UDP, UDP_GRO, 1);
+        __atomic_store_n(&gro_cached, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+
+int homa_udp_uses_gso(const homa_io_sock *s)
+{
+    return __atomic_load_n(&s->gso, __ATOMIC_RELAXED);
+}
+
+int homa_udp_uses_gro(const homa_io_sock *s)
+{
+    return s->gro;
+}
+
+static int addr_is_v4(const homa_addr *a)
+{
+    static const uint8_t prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    return memcmp(a->bytes, prefix, 12) == 0;
+}
+
+static int addr_is_zero(const homa_addr *a)
+{
+    static const homa_addr zero;
+    return memcmp(a, &zero, sizeof(zero)) == 0;
+}
+
+static void set_buf(int fd, int force_opt, int opt, uint32_t size)
+{
+    int v = (int)size;
+    /* As root the FORCE variant ignores net.core.[rw]mem_max, which is far
+     * too small (about 200 KB) for Homa's bursts of unscheduled data. */
+    if (setsockopt(fd, SOL_SOCKET, force_opt, &v, sizeof(v)) != 0)
+        setsockopt(fd, SOL_SOCKET, opt, &v, sizeof(v));
+}
+
+static int udp_open(const homa_endpoint *local, const homa_io_opts *opts, homa_io_sock **out)
+{
+    homa_io_sock *s = calloc(1, sizeof(*s));
+    if (s == NULL) return HOMA_ERR_NOMEM;
+    s->rx_buf = malloc((size_t)RX_BATCH * RX_BUF_SIZE);
+    s->rx_out = malloc(sizeof(homa_io_rx) * RX_OUT_CAP);
+    if (s->rx_buf == NULL || s->rx_out == NULL) {
+        free(s->rx_buf);
+        free(s->rx_out);
+        free(s);
+        return HOMA_ERR_NOMEM;
+    }
+    s->tx_due = UINT64_MAX;
+    s->rx_due = UINT64_MAX;
+    s->fd = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (s->fd < 0) goto io_err;
+    int off = 0, on = 1;
+    /* Dual stack: IPv4 peers appear as IPv4-mapped IPv6 addresses. */
+    setsockopt(s->fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off));
+    struct sockaddr_in6 sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sin6_family = AF_INET6;
+    sa.sin6_port = htons(local->port);
+    memcpy(&sa.sin6_addr, local->addr.bytes, 16);
+    if (bind(s->fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        int e = errno;
+        close(s->fd);
+        free(s->rx_buf);
+        free(s->rx_out);
+        free(s);
+        return e == EADDRINUSE                             ? HOMA_ERR_PORT_IN_USE
+               : (e == EADDRNOTAVAIL || e == EAFNOSUPPORT) ? HOMA_ERR_ADDR
+                                                           : HOMA_ERR_IO;
+    }
+    socklen_t slen = sizeof(sa);
+    if (getsockname(s->fd, (struct sockaddr *)&sa, &slen) != 0) goto io_err;
+    s->local.port = ntohs(sa.sin6_port);
+    s->local.addr = local->addr;
+    s->wildcard = addr_is_zero(&local->addr);
+
+    set_buf(s->fd, SO_RCVBUFFORCE, SO_RCVBUF, opts && opts->rcvbuf ? opts->rcvbuf : 16u << 20);
+    set_buf(s->fd, SO_SNDBUFFORCE, SO_SNDBUF, opts && opts->sndbuf ? opts->sndbuf : 4u << 20);
+    /* Received TOS is only needed for captures and tests, but asking for it
+     * always costs one small cmsg and keeps the code path uniform. */
+    setsockopt(s->fd, IPPROTO_IP, IP_RECVTOS, &on, sizeof(on));
+    setsockopt(s->fd, IPPROTO_IPV6, IPV6_RECVTCLASS, &on, sizeof(on));
+    unsigned flags = opts ? opts->flags : 0;
+    if (!(flags & HOMA_IO_NO_GRO))
+        s->gro = setsockopt(s->fd, SOL_UDP, UDP_GRO, &on, sizeof(on)) == 0;
+    if (!(flags & HOMA_IO_NO_GSO)) s->gso = homa_udp_gso_supported();
+    s->pcap = opts ? opts->pcap : NULL;
+    if (s->pcap != NULL) {
+        /* The capture wants the destination address of received packets,
+         * which a wildcard-bound socket only learns from PKTINFO. */
+        setsockopt(s->fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &on, sizeof(on));
+    }
+    const homa_faults *f = opts ? opts->faults : NULL;
+    homa_fault_init(&s->txf, f, HOMA_FAULT_TX, s->local.port);
+    homa_fault_init(&s->rxf, f, HOMA_FAULT_RX, s->local.port);
+
+    for (int i = 0; i < RX_BATCH; i++) {
+        s->rx_iov[i].iov_base = s->rx_buf + (size_t)i * RX_BUF_SIZE;
+        s->rx_iov[i].iov_len = RX_BUF_SIZE;
+    }
+    *out = s;
+    return 0;
+
+io_err:
+    if (s->fd >= 0) close(s->fd);
+    free(s->rx_buf);
+    free(s->rx_out);
+    free(s);
+    return HOMA_ERR_IO;
+}
+
+static void free_list(struct held *h)
+{
+    while (h != NULL) {
+        struct held *n = h->next;
+        free(h);
+        h = n;
+    }
+}
+
+static void udp_close(homa_io_sock *s)
+{
+    if (s == NULL) return;
+    close(s->fd);
+    free_list(s->tx_held);
+    free_list(s->tx_inflight);
+    free_list(s->rx_held);
+    free_list(s->rx_done);
+    free(s->rx_buf);
+    free(s->rx_out);
+    free(s);
+}
+
+static int udp_fd(const homa_io_sock *s)
+{
+    return s->fd;
+}
+
+static void udp_local(const homa_io_sock *s, homa_endpoint *out)
+{
+    *out = s->local;
+}
+
+static struct held *hold_copy(const homa_addr *addr, uint16_t port, uint8_t tos, const uint8_t *a,
+                              size_t alen, const uint8_t *b, size_t blen)
+{
+    struct held *h = malloc(sizeof(*h) + alen + blen);
+    if (h == NULL) return NULL;
+    h->next = NULL;
+    h->addr = *addr;
+    h->port = port;
+    h->tos = tos;
+    h->len = (uint32_t)(alen + blen);
+    memcpy(h->data, a, alen);
+    if (blen > 0) memcpy(h->data + alen, b, blen);
+    return h;
+}
+
+static uint64_t list_min_due(const struct held *h)
+{
+    uint64_t m = UINT64_MAX;
+    for (; h != NULL; h = h->next)
+        if (h->due < m) m = h->due;
+    return m;
+}
+
+/* ---------------------------------------------------------------- send */
+
+static void tx_account(homa_io_sock *s, const struct tx_meta *m)
+{
+    CTR_ADD(s, datagrams_out, m->segs);
+    CTR_ADD(s, bytes_out, m->bytes);
+    if (m->segs > 1) {
+        CTR_ADD(s, gso_sends, 1);
+        CTR_ADD(s, gso_segments, m->segs);
+    }
+}
+
+/* Sends the segments of a GSO run one datagram each (after the kernel
+ * refused the GSO send). */
+static void tx_unbatch(homa_io_sock *s, struct tx_meta *m)
+{
+    for (int k = 0; k < m->segs; k++) {
+        struct msghdr mh;
+        memset(&mh, 0, sizeof(mh));
+        mh.msg_name = &m->sa;
+        mh.msg_namelen = sizeof(m->sa);
+        mh.msg_iov = &s->tx_iov[m->iov_start + 2 * k];
+        mh.msg_iovlen = 2;
+        /* Keep only the TOS cmsg (the first one). */
+        mh.msg_control = m->ctrl.buf;
+        mh.msg_controllen = CMSG_SPACE(sizeof(int));
+        CTR_ADD(s, send_syscalls, 1);
+        size_t len = mh.msg_iov[0].iov_len + mh.msg_iov[1].iov_len;
+        if (sendmsg(s->fd, &mh, 0) < 0) {
+            CTR_ADD(s, send_errors, 1);
+        } else {
+            CTR_ADD(s, datagrams_out, 1);
+            CTR_ADD(s, bytes_out, len);
+        }
+    }
+}
+
+static void tx_finish_meta(struct tx_meta *m, struct mmsghdr *mm, struct iovec *iov)
+{
+    memset(&mm->msg_hdr, 0, sizeof(mm->msg_hdr));
+    mm->msg_hdr.msg_name = &m->sa;
+    mm->msg_hdr.msg_namelen = sizeof(m->sa);
+    mm->msg_hdr.msg_iov = iov + m->iov_start;
+    mm->msg_hdr.msg_iovlen = (size_t)m->segs * 2;
+    memset(m->ctrl.buf, 0, sizeof(m->ctrl.buf));
+    mm->msg_hdr.msg_control = m->ctrl.buf;
+    mm->msg_hdr.msg_controllen =
+        CMSG_SPACE(sizeof(int)) + (m->segs > 1 ? CMSG_SPACE(sizeof(uint16_t)) : 0);
+    struct cmsghdr *c = CMSG_FIRSTHDR(&mm->msg_hdr);
+    /* An IPv4-mapped destination goes through the kernel's IPv4 path, which
+     * only honours IP_TOS; a real IPv6 one only IPV6_TCLASS. */
+    int tos = m->tos;
+    if (addr_is_v4(&m->addr)) {
+        c->cmsg_level = IPPROTO_IP;
+        c->cmsg_type = IP_TOS;
+    } else {
+        c->cmsg_level = IPPROTO_IPV6;
+        c->cmsg_type = IPV6_TCLASS;
+    }
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &tos, sizeof(tos));
+    if (m->segs > 1) {
+        c = CMSG_NXTHDR(&mm->msg_hdr, c);
+        c->cmsg_level = SOL_UDP;
+        c->cmsg_type = UDP_SEGMENT;
+        c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+        uint16_t seg = (uint16_t)m->seg_size;
+        memcpy(CMSG_DATA(c), &seg, sizeof(seg));
+    }
+}
+
+static void tx_flush_batch(homa_io_sock *s)
+{
+    for (int i = 0; i < s->tx_n; i++)
+        tx_finish_meta(&s->tx_meta[i], &s->tx_mm[i], s->tx_iov);
+    int done = 0;
+    while (done < s->tx_n) {
+        CTR_ADD(s, send_syscalls, 1);
+        int r = sendmmsg(s->fd, &s->tx_mm[done], (unsigned)(s->tx_n - done), 0);
+        if (r > 0) {
+            for (int i = done; i < done + r; i++)
+                tx_account(s, &s->tx_meta[i]);
+            done += r;
+            continue;
+        }
+        if (r < 0 && errno == EINTR) continue;
+        /* The datagram at `done` failed.  A GSO failure means the route's
+         * device can't segment it: stop using GSO and send it unbatched. */
+        int e = errno;
+        struct tx_meta *m = &s->tx_meta[done];
+        if (m->segs > 1 && (e == EIO || e == EINVAL || e == EOPNOTSUPP || e == ENOPROTOOPT ||
+                            e == ENOTSUPP_KERNEL)) {
+            __atomic_store_n(&s->gso, 0, __ATOMIC_RELAXED);
+            tx_unbatch(s, m);
+        } else {
+            CTR_ADD(s, send_errors, m->segs);
+        }
+        done++;
+    }
+    s->tx_n = 0;
+    s->tx_iov_n = 0;
+    free_list(s->tx_inflight);
+    s->tx_inflight = NULL;
+}
+
+/* Adds one packet (a + b) to the batch, extending the previous datagram's
+ * GSO run when possible. */
+static void tx_emit(homa_io_sock *s, const homa_addr *addr, uint16_t port, uint8_t tos,
+                    const uint8_t *a, size_t alen, const uint8_t *b, size_t blen, int gso_ok)
+{
+    size_t len = alen + blen;
+    if (s->pcap != NULL) {
+        homa_addr src = s->local.addr;
+        if (s->wildcard) homa_pcap_source_for(s->pcap, addr, &src);
+        homa_pcap_write(s->pcap, &src, s->local.port, addr, port, tos, a, alen, b, blen);
+        CTR_ADD(s, pcap_records, 1);
+    }
+    struct tx_meta *m = s->tx_n > 0 ? &s->tx_meta[s->tx_n - 1] : NULL;
+    if (m != NULL && gso_ok && m->gso_ok && s->gso && !m->closed && len <= m->seg_size &&
+        m->segs < GSO_MAX_SEGS && m->bytes + len <= GSO_MAX_BYTES && m->port == port &&
+        m->tos == tos && memcmp(&m->addr, addr, sizeof(*addr)) == 0 &&
+        m->iov_start + 2 * m->segs + 2 <= TX_IOV_CAP) {
+        /* The kernel cuts a GSO send every seg_size bytes; only the last
+         * segment may be shorter, so a short packet closes the run. */
+        if (len < m->seg_size) m->closed = 1;
+    } else {
+        if (s->tx_n == TX_BATCH || s->tx_iov_n + 2 > TX_IOV_CAP) tx_flush_batch(s);
+        m = &s->tx_meta[s->tx_n++];
+        memset(&m->sa, 0, sizeof(m->sa));
+        m->sa.sin6_family = AF_INET6;
+        m->sa.sin6_port = htons(port);
+        memcpy(&m->sa.sin6_addr, addr->bytes, 16);
+        m->addr = *addr;
+        m->port = port;
+        m->tos = tos;
+        m->gso_ok = gso_ok;
+        m->closed = 0;
+        m->seg_size = (uint32_t)len;
+        m->segs = 0;
+        m->bytes = 0;
+        m->iov_start = s->tx_iov_n;
+    }
+    struct iovec *iov = &s->tx_iov[s->tx_iov_n];
+    iov[0].iov_base = (void *)a;
+    iov[0].iov_len = alen;
+    iov[1].iov_base = (void *)b;
+    iov[1].iov_len = blen;
+    s->tx_iov_n += 2;
+    m->segs++;
+    m->bytes += len;
+}
+
+static void tx_emit_held(homa_io_sock *s, struct held *h)
+{
+    /* The copy must outlive the batch that references it. */
+    h->next = s->tx_inflight;
+    s->tx_inflight = h;
+    tx_emit(s, &h->addr, h->port, h->tos, h->data, h->len, NULL, 0, 0);
+}
+
+/* Emits reordered packets (after a packet that passed) and, if now is not
+ * 0, delayed ones that are due. */
+static void tx_release(homa_io_sock *s, uint64_t now, int after_pass)
+{
+    struct held **pp = &s->tx_held;
+    while (*pp != NULL) {
+        struct held *h = *pp;
+        if ((after_pass && h->reorder) || h->due <= now) {
+            *pp = h->next;
+            s->tx_held_n--;
+            tx_emit_held(s, h);
+        } else {
+            pp = &h->next;
+        }
+    }
+    __atomic_store_n(&s->tx_due, list_min_due(s->tx_held), __ATOMIC_RELAXED);
+}
+
+static int udp_send(homa_io_sock *s, uint64_t now, const homa_pkt_out *pkts, int n)
+{
+    for (int i = 0; i < n; i++) {
+        const homa_pkt_out *p = &pkts[i];
+        uint8_t tos = (uint8_t)((p->priority & 7) << 5);
+        int act = homa_fault_decide(&s->txf);
+        if (act == HOMA_FAULT_DROP) {
+            CTR_ADD(s, fault_drops, 1);
+            continue;
+        }
+        if ((act == HOMA_FAULT_DELAY || act == HOMA_FAULT_REORDER) && s->tx_held_n < HOLD_MAX) {
+            struct held *h =
+                hold_copy(&p->dst, p->dport, tos, p->hdr, p->hdr_len, p->payload, p->payload_len);
+            if (h != NULL) {
+                h->reorder = act == HOMA_FAULT_REORDER;
+                /* A reordered packet that no later packet overtakes still
+                 * leaves after delay_us. */
+                h->due = now + (uint64_t)s->txf.cfg.delay_us * 1000u;
+                h->next = s->tx_held;
+                s->tx_held = h;
+                s->tx_held_n++;
+                CTR_ADD(s, fault_delays, act == HOMA_FAULT_DELAY);
+                CTR_ADD(s, fault_reorders, act == HOMA_FAULT_REORDER);
+                __atomic_store_n(&s->tx_due, list_min_due(s->tx_held), __ATOMIC_RELAXED);
+                continue;
+            }
+        }
+        int gso_ok = p->type == HOMA_PKT_DATA;
+        tx_emit(s, &p->dst, p->dport, tos, p->hdr, p->hdr_len, p->payload, p->payload_len, gso_ok);
+        if (act == HOMA_FAULT_DUP) {
+            CTR_ADD(s, fault_dups, 1);
+            tx_emit(s, &p->dst, p->dport, tos, p->hdr, p->hdr_len, p->payload, p->payload_len,
+                    gso_ok);
+        }
+        if (s->tx_held != NULL) tx_release(s, now, 1);
+    }
+    if (s->tx_held != NULL) tx_release(s, now, 0);
+    if (s->tx_n > 0) tx_flush_batch(s);
+    return n;
+}
+
+static void udp_flush(homa_io_sock *s, uint64_t now)
+{
+    if (s->tx_held == NULL) return;
+    tx_release(s, now, 0);
+    if (s->tx_n > 0) tx_flush_batch(s);
+}
+
+/* ---------------------------------------------------------------- receive */
+
+/* Structural check done before the engine sees a datagram, so that stray
+ * traffic on the port is counted as garbage by the driver. */
+static int is_garbage(const uint8_t *d, size_t len)
+{
+    if (len < HOMA_COMMON_HDR_LEN) return 1;
+    uint8_t type = d[11];
+    if (type < HOMA_PKT_TYPE_MIN || type > HOMA_PKT_TYPE_MAX) return 1;
+    static const uint8_t min_len[HOMA_PKT_TYPE_COUNT] = {
+        HOMA_DATA_HDR_LEN, HOMA_GRANT_LEN,  HOMA_RESEND_LEN,   HOMA_RPC_UNKNOWN_LEN, HOMA_BUSY_LEN,
+        HOMA_CUTOFFS_LEN,  HOMA_FREEZE_LEN, HOMA_NEED_ACK_LEN, HOMA_ACK_LEN};
+    return len < min_len[type - HOMA_PKT_TYPE_MIN];
+}
+
+static void rx_push(homa_io_sock *s, const homa_addr *src, uint16_t sport, uint8_t tos,
+                    const uint8_t *d, uint32_t len)
+{
+    if (s->rx_out_n >= RX_OUT_CAP) {
+        CTR_ADD(s, garbage_in, 1); /* cannot happen with Linux's GRO limits */
+        return;
+    }
+    homa_io_rx *r = &s->rx_out[s->rx_out_n++];
+    r->src = *src;
+    r->sport = sport;
+    r->tos = tos;
+    r->len = len;
+    r->data = d;
+}
+
+static void rx_push_held(homa_io_sock *s, struct held *h)
+{
+    h->next = s->rx_done;
+    s->rx_done = h;
+    rx_push(s, &h->addr, h->port, h->tos, h->data, h->len);
+}
+
+static void rx_release(homa_io_sock *s, uint64_t now, int after_pass)
+{
+    struct held **pp = &s->rx_held;
+    while (*pp != NULL) {
+        struct held *h = *pp;
+        if ((after_pass && h->reorder) || h->due <= now) {
+            *pp = h->next;
+            s->rx_held_n--;
+            rx_push_held(s, h);
+        } else {
+            pp = &h->next;
+        }
+    }
+    __atomic_store_n(&s->rx_due, list_min_due(s->rx_held), __ATOMIC_RELAXED);
+}
+
+static void rx_segment(homa_io_sock *s, uint64_t now, const homa_addr *src, uint16_t sport,
+                       const homa_addr *dst, uint8_t tos, const uint8_t *d, uint32_t len)
+{
+    CTR_ADD(s, datagrams_in, 1);
+    CTR_ADD(s, bytes_in, len);
+    if (s->pcap != NULL) {
+        homa_pcap_write(s->pcap, src, sport, dst, s->local.port, tos, d, len, NULL, 0);
+        CTR_ADD(s, pcap_records, 1);
+    }
+    if (is_garbage(d, len)) {
+        CTR_ADD(s, garbage_in, 1);
+        return;
+    }
+    int act = homa_fault_decide(&s->rxf);
+    if (act == HOMA_FAULT_DROP) {
+        CTR_ADD(s, fault_drops, 1);
+        return;
+    }
+    if ((act == HOMA_FAULT_DELAY || act == HOMA_FAULT_REORDER) && s->rx_held_n < HOLD_MAX) {
+        struct held *h = hold_copy(src, sport, tos, d, len, NULL, 0);
+        if (h != NULL) {
+            h->reorder = act == HOMA_FAULT_REORDER;
+            h->due = now + (uint64_t)s->rxf.cfg.delay_us * 1000u;
+            h->next = s->rx_held;
+            s->rx_held = h;
+            s->rx_held_n++;
+            CTR_ADD(s, fault_delays, act == HOMA_FAULT_DELAY);
+            CTR_ADD(s, fault_reorders, act == HOMA_FAULT_REORDER);
+            __atomic_store_n(&s->rx_due, list_min_due(s->rx_held), __ATOMIC_RELAXED);
+            return;
+        }
+    }
+    rx_push(s, src, sport, tos, d, len);
+    if (act == HOMA_FAULT_DUP) {
+        CTR_ADD(s, fault_dups, 1);
+        rx_push(s, src, sport, tos, d, len);
+    }
+    if (s->rx_held != NULL) rx_release(s, now, 1);
+}
+
+static void rx_refill(homa_io_sock *s, uint64_t now)
+{
+    free_list(s->rx_done);
+    s->rx_done = NULL;
+    s->rx_out_n = 0;
+    s->rx_out_pos = 0;
+    for (int i = 0; i < RX_BATCH; i++) {
+        struct msghdr *mh = &s->rx_mm[i].msg_hdr;
+        mh->msg_name = &s->rx_sa[i];
+        mh->msg_namelen = sizeof(s->rx_sa[i]);
+        mh->msg_iov = &s->rx_iov[i];
+        mh->msg_iovlen = 1;
+        mh->msg_control = s->rx_ctrl[i].buf;
+        mh->msg_controllen = sizeof(s->rx_ctrl[i].buf);
+        mh->msg_flags = 0;
+    }
+    CTR_ADD(s, recv_syscalls, 1);
+    int r = recvmmsg(s->fd, s->rx_mm, RX_BATCH, MSG_DONTWAIT, NULL);
+    for (int i = 0; i < r; i++) {
+        struct msghdr *mh = &s->rx_mm[i].msg_hdr;
+        uint32_t len = s->rx_mm[i].msg_len;
+        const uint8_t *d = s->rx_iov[i].iov_base;
+        if (mh->msg_flags & MSG_TRUNC) {
+            CTR_ADD(s, datagrams_in, 1);
+            CTR_ADD(s, garbage_in, 1);
+            continue;
+        }
+        int gro = 0;
+        uint8_t tos = 0;
+        homa_addr dst = s->local.addr;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c != NULL; c = CMSG_NXTHDR(mh, c)) {
+            if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
+                memcpy(&gro, CMSG_DATA(c), sizeof(gro));
+            } else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) {
+                tos = *(const uint8_t *)CMSG_DATA(c);
+            } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_TCLASS) {
+                int tc;
+                memcpy(&tc, CMSG_DATA(c), sizeof(tc));
+                tos = (uint8_t)tc;
+            } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_PKTINFO) {
+                struct in6_pktinfo pi;
+                memcpy(&pi, CMSG_DATA(c), sizeof(pi));
+                memcpy(dst.bytes, &pi.ipi6_addr, 16);
+            }
+        }
+        homa_addr src;
+        memcpy(src.bytes, &s->rx_sa[i].sin6_addr, 16);
+        uint16_t sport = ntohs(s->rx_sa[i].sin6_port);
+        uint32_t seg = (gro > 0 && (uint32_t)gro < len) ? (uint32_t)gro : len;
+        if (seg < len) {
+            CTR_ADD(s, gro_buffers, 1);
+            CTR_ADD(s, gro_segments, (len + seg - 1) / seg);
+        }
+        if (len == 0) {
+            rx_segment(s, now, &src, sport, &dst, tos, d, 0);
+            continue;
+        }
+        /* A GRO buffer is a run of datagrams of gso_size bytes (the last
+         * may be shorter), exactly as the sender's GSO cut them. */
+        for (uint32_t off = 0; off < len; off += seg) {
+            uint32_t l = len - off < seg ? len - off : seg;
+            rx_segment(s, now, &src, sport, &dst, tos, d + off, l);
+        }
+    }
+    if (s->rx_held != NULL) rx_release(s, now, 0);
+}
+
+static int udp_recv(homa_io_sock *s, uint64_t now, homa_io_rx *out, int max)
+{
+    if (s->rx_out_pos >= s->rx_out_n) rx_refill(s, now);
+    int n = s->rx_out_n - s->rx_out_pos;
+    if (n > max) n = max;
+    if (n > 0) {
+        memcpy(out, &s->rx_out[s->rx_out_pos], sizeof(*out) * (size_t)n);
+        s->rx_out_pos += n;
+    }
+    return n;
+}
+
+static uint64_t udp_next_deadline(const homa_io_sock *s)
+{
+    uint64_t a = __atomic_load_n(&s->tx_due, __ATOMIC_RELAXED);
+    uint64_t b = __atomic_load_n(&s->rx_due, __ATOMIC_RELAXED);
+    return a < b ? a : b;
+}
+
+static void udp_counters(const homa_io_sock *s, homa_driver_counters *sum)
+{
+#define HOMA_ADD_CTR(name, desc) sum->name += __atomic_load_n(&s->ctr.name, __ATOMIC_RELAXED);
+    HOMA_DRIVER_COUNTER_LIST(HOMA_ADD_CTR)
+#undef HOMA_ADD_CTR
+}
+
+const homa_io_ops homa_udp_ops = {
+    .name = "udp",
+    .open = udp_open,
+    .close = udp_close,
+    .fd = udp_fd,
+    .local = udp_local,
+    .send = udp_send,
+    .flush = udp_flush,
+    .recv = udp_recv,
+    .next_deadline = udp_next_deadline,
+    .counters = udp_counters,
+};
