@@ -1,9 +1,11 @@
 /* homa-perf: payload patterns for --verify.
  *
  * Byte i of the message of RPC `seq` is byte (i % 8) (little-endian) of
- * mix64(seq * K + i / 8), where mix64 is the splitmix64 finaliser: every byte
- * depends on both the RPC and its offset, so misplaced, stale or mixed-up
- * data is caught, not only flipped bits. */
+ * word(seq, i / 8), with word(seq, k) = f((mix64(seq) ^ k) * K) where mix64 is
+ * the splitmix64 finaliser and f(x) = x ^ (x >> 29): every byte depends on
+ * both the RPC and its offset, so misplaced, stale or mixed-up data is
+ * caught, not only flipped bits.  Cheap enough (a multiply per 8 bytes) to
+ * verify 1 MB messages at several GB/s. */
 #ifndef HOMA_PERF_PATTERN_H
 #define HOMA_PERF_PATTERN_H
 

@@ -1,0 +1,131 @@
+#include "vhost.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+homa_addr vhost_addr(int index)
+{
+    homa_addr a;
+    memset(&a, 0, sizeof(a));
+    uint32_t v = (uint32_t)index + 1;
+    a.bytes[12] = (uint8_t)(v >> 24);
+    a.bytes[13] = (uint8_t)(v >> 16);
+    a.bytes[14] = (uint8_t)(v >> 8);
+    a.bytes[15] = (uint8_t)v;
+    return a;
+}
+
+int vhost_index(const homa_addr *a)
+{
+    uint32_t v = ((uint32_t)a->bytes[12] << 24) | ((uint32_t)a->bytes[13] << 16) |
+                 ((uint32_t)a->bytes[14] << 8) | a->bytes[15];
+    return (int)v - 1;
+}
+
+static void timer_fire(void *arg, uint64_t now);
+
+static void arm_timer(struct vhost *h)
+{
+    uint64_t d = homa_engine_next_deadline(h->eng);
+    if (d == h->timer_at && h->timer_ev) return;
+    if (h->timer_ev) vnet_cancel(h->net, h->timer_ev);
+    h->timer_ev = 0;
+    h->timer_at = d;
+    if (d != UINT64_MAX) h->timer_ev = vnet_at(h->net, d, timer_fire, h);
+}
+
+static void timer_fire(void *arg, uint64_t now)
+{
+    struct vhost *h = arg;
+    h->timer_ev = 0;
+    h->timer_at = UINT64_MAX;
+    homa_engine_timer(h->eng, now);
+    vnet_host_kick(h->net, h->index); /* the pacer or timers may have made packets */
+    arm_timer(h);
+}
+
+static int pull(void *ctx, uint64_t now, struct vnet_pkt *pkt)
+{
+    struct vhost *h = ctx;
+    homa_pkt_out o;
+    int n = homa_engine_pull(h->eng, now, &o, 1);
+    if (n == 0) {
+        arm_timer(h); /* the pacer may want a wake-up */
+        return 0;
+    }
+    memcpy(pkt->data, o.hdr, o.hdr_len);
+    if (o.payload_len) memcpy(pkt->data + o.hdr_len, o.payload, o.payload_len);
+    pkt->len = (size_t)o.hdr_len + o.payload_len;
+    pkt->priority = o.priority;
+    pkt->dst = vhost_index(&o.dst);
+    homa_engine_pull_done(h->eng);
+    h->pkts_out++;
+    return 1;
+}
+
+static void deliver(void *ctx, uint64_t now, int src, const uint8_t *data, size_t len, int prio)
+{
+    (void)prio;
+    struct vhost *h = ctx;
+    homa_addr a = vhost_addr(src);
+    h->pkts_in++;
+    homa_engine_input(h->eng, now, &a, data, len);
+    arm_timer(h);
+}
+
+static void want_tx(void *ctx)
+{
+    struct vhost *h = ctx;
+    vnet_host_kick(h->net, h->index);
+}
+
+static void ready(void *ctx, uint16_t port)
+{
+    struct vhost *h = ctx;
+    if (h->on_ready) h->on_ready(h, port, h->app);
+}
+
+static uint64_t rnd(void *ctx)
+{
+    struct vhost *h = ctx;
+    return vnet_rng_next(vnet_rng(h->net));
+}
+
+struct vhost *vhost_create(struct vnet *net, const homa_config *cfg, vhost_ready_fn on_ready,
+                           void *app)
+{
+    struct vhost *h = calloc(1, sizeof(*h));
+    if (!h) return NULL;
+    h->net = net;
+    h->on_ready = on_ready;
+    h->app = app;
+    h->timer_at = UINT64_MAX;
+    homa_engine_ops ops = {h, rnd, want_tx, ready};
+    if (homa_engine_create(cfg, &ops, &h->eng) != 0) {
+        free(h);
+        return NULL;
+    }
+    static const struct vnet_host_ops hops = {pull, deliver};
+    h->index = vnet_add_host(net, &hops, h);
+    if (h->index < 0) {
+        homa_engine_destroy(h->eng);
+        free(h);
+        return NULL;
+    }
+    h->addr = vhost_addr(h->index);
+    return h;
+}
+
+void vhost_destroy(struct vhost *h)
+{
+    if (!h) return;
+    if (h->timer_ev) vnet_cancel(h->net, h->timer_ev);
+    homa_engine_destroy(h->eng);
+    free(h);
+}
+
+void vhost_poke(struct vhost *h)
+{
+    vnet_host_kick(h->net, h->index);
+    arm_timer(h);
+}
