@@ -142,7 +142,7 @@ struct vnet {
     struct vnet_config cfg;
     struct vnet_rng rng;
     uint64_t now;
-    bool stopped;
+    bool stopped, running;
 
     uint64_t base; /* wheel window start; <= now */
     uint32_t *whead, *wtail;
@@ -701,6 +701,8 @@ static void nic_pull(struct vnet *net, struct host *h)
 static uint64_t run(struct vnet *net, uint64_t limit)
 {
     uint64_t count = 0;
+    if (net->running) fatal("vnet_run called from inside an event");
+    net->running = true;
     net->stopped = false;
     while (!net->stopped) {
         if (net->wcount == 0) {
@@ -725,9 +727,12 @@ static uint64_t run(struct vnet *net, uint64_t limit)
         vnet_event_fn fn = e->fn;
         /* Free first: the handler may schedule and reuse the slot. */
         slot_free(net, s);
-        if (kind == EVK_CANCELLED) continue;
+        /* The clock follows even a cancelled event: base <= now must hold
+         * so that anything scheduled at now still fits the wheel window. */
         net->now = time;
+        if (kind == EVK_CANCELLED) continue;
         count++;
+        net->events_total++;
         switch (kind) {
         case EVK_ARRIVE: {
             struct pbuf *p = arg;
@@ -750,7 +755,7 @@ static uint64_t run(struct vnet *net, uint64_t limit)
             fatal("corrupt event queue");
         }
     }
-    net->events_total += count;
+    net->running = false;
     return count;
 }
 

@@ -258,12 +258,26 @@ int homa_recv(homa_socket *s, unsigned flags, uint64_t id, int64_t timeout_ns, h
 void homa_release(homa_socket *s, homa_msg *msg);
 
 /* Replies to request `id` (odd) received on s; the reply (len bytes) is
- * copied.  Errors: HOMA_ERR_NOT_FOUND, HOMA_ERR_STATE (already replied),
- * HOMA_ERR_MSGSIZE, HOMA_ERR_NOMEM, HOMA_ERR_SHUTDOWN. */
+ * copied.  Request ids are chosen by clients, so they are only unique per
+ * client: the socket remembers the peer of every request homa_recv()
+ * returned until it is answered or aborted.  If two unanswered requests
+ * share an id this fails with HOMA_ERR_STATE: homa_reply_msg() and
+ * homa_reply_to() are never ambiguous.  Errors: HOMA_ERR_NOT_FOUND,
+ * HOMA_ERR_STATE (already replied, or ambiguous), HOMA_ERR_MSGSIZE,
+ * HOMA_ERR_NOMEM, HOMA_ERR_SHUTDOWN. */
 int homa_reply(homa_socket *s, uint64_t id, const void *buf, size_t len);
+/* Replies to the request described by req (a homa_msg from homa_recv(); it
+ * may already have been released). */
+int homa_reply_msg(homa_socket *s, const homa_msg *req, const void *buf, size_t len);
+/* Replies to request `id` from the client endpoint `peer`. */
+int homa_reply_to(homa_socket *s, const homa_endpoint *peer, uint64_t id, const void *buf,
+                  size_t len);
 
-/* Aborts an RPC: a client RPC is forgotten (never returned by homa_recv);
- * a server RPC is discarded without a reply.  HOMA_ERR_NOT_FOUND. */
+/* Aborts an RPC.  A client RPC (even id) is forgotten: it is never
+ * returned by homa_recv (HOMA_ERR_STATE if its response was already
+ * returned: release it instead).  A server RPC (odd id) is dropped from the
+ * socket's unanswered requests; no reply is sent and the engine frees it
+ * when the client gives up.  HOMA_ERR_NOT_FOUND if unknown. */
 int homa_abort(homa_socket *s, uint64_t id);
 
 /* Convenience: send a request and wait for its response (homa_send +

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 
 #include "pattern.h"
 #include "wlgen.h"
@@ -45,8 +46,7 @@ static uint64_t seq_of(int thread, uint64_t n)
 /* Records the first fatal error of the thread with a readable reason. */
 static void fatal_tp(perf_result *r, int proto, const char *what, int err)
 {
-    if (!r->fatal[0])
-        snprintf(r->fatal, sizeof(r->fatal), "%s: %s", what, pt_strerror(proto, err));
+    if (!r->fatal[0]) snprintf(r->fatal, sizeof(r->fatal), "%s: %s", what, pt_strerror(proto, err));
 }
 
 /* ---- Closed loop: rtt and tput --------------------------------------- */
@@ -75,8 +75,7 @@ static void closed_loop(tctx *t, pt_client *c)
     int inflight = 0;
     for (int i = 0; i < n; i++) {
         seq[i] = seq_of(t->index, count++);
-        if (o->verify)
-            pattern_fill(buf, size, seq[i]);
+        if (o->verify) pattern_fill(buf, size, seq[i]);
         t_send[i] = perf_now_ns();
         int rc = c->ops->send(c, i, (uint64_t)i, buf, size);
         if (rc < 0) {
@@ -114,13 +113,11 @@ static void closed_loop(tctx *t, pt_client *c)
                 r->rpcs++;
                 r->bytes += 2 * (uint64_t)size;
                 hist_record(&r->lat, now - t_send[i]);
-                if (now > last_done)
-                    last_done = now;
+                if (now > last_done) last_done = now;
             }
             if (now < end) {
                 seq[i] = seq_of(t->index, count++);
-                if (o->verify)
-                    pattern_fill(buf, size, seq[i]);
+                if (o->verify) pattern_fill(buf, size, seq[i]);
                 t_send[i] = perf_now_ns();
                 int rc = c->ops->send(c, i, (uint64_t)i, buf, size);
                 if (rc < 0) {
@@ -130,8 +127,7 @@ static void closed_loop(tctx *t, pt_client *c)
                 inflight++;
             }
         }
-        if (got == 0 && perf_now_ns() >= drain_end)
-            break;
+        if (got == 0 && perf_now_ns() >= drain_end) break;
     }
     r->unfinished += (uint64_t)inflight;
     t->window_ns = last_done - warm_end;
@@ -162,8 +158,7 @@ static int pool_get(slot_pool *p)
     if (p->free_head < 0) {
         int ncap = p->cap ? 2 * p->cap : 256;
         oslot *s = realloc(p->s, (size_t)ncap * sizeof(*s));
-        if (!s)
-            return -1;
+        if (!s) return -1;
         for (int i = p->cap; i < ncap; i++)
             s[i].next_free = i + 1 < ncap ? i + 1 : -1;
         p->s = s;
@@ -241,11 +236,9 @@ static void open_loop(tctx *t, pt_client *c)
             s->seq = seq_of(t->index, count++);
             s->size = wlgen_sample(g, &rng);
             s->measured = sched >= warm_end;
-            if (o->verify)
-                pattern_fill(buf, s->size, s->seq);
+            if (o->verify) pattern_fill(buf, s->size, s->seq);
             s->t_send = perf_now_ns();
-            if (s->measured)
-                hist_record(&r->lag, s->t_send - sched);
+            if (s->measured) hist_record(&r->lag, s->t_send - sched);
             int rc = c->ops->send(c, -1, (uint64_t)i, buf, s->size);
             if (rc < 0) {
                 fatal_tp(r, o->proto, "send", rc);
@@ -255,15 +248,11 @@ static void open_loop(tctx *t, pt_client *c)
             next_arrival += rng_exp(&rng, mean_gap_ns);
             now = perf_now_ns();
         }
-        if (!issuing && inflight == 0)
-            break;
-        if (now >= end)
-            issuing = 0;
-        if (!issuing && now >= drain_end)
-            break;
+        if (!issuing && inflight == 0) break;
+        if (now >= end) issuing = 0;
+        if (!issuing && now >= drain_end) break;
         uint64_t deadline = issuing ? (uint64_t)next_arrival : drain_end;
-        if (issuing && deadline > end)
-            deadline = end;
+        if (issuing && deadline > end) deadline = end;
         int got = c->ops->poll(c, deadline, comp, POLL_BATCH);
         now = perf_now_ns();
         if (got < 0) {
@@ -288,8 +277,7 @@ static void open_loop(tctx *t, pt_client *c)
                 r->rpcs++;
                 r->bytes += 2 * (uint64_t)s->size;
                 record_workload(r, t->cal, s->size, now - s->t_send);
-                if (now > last_done)
-                    last_done = now;
+                if (now > last_done) last_done = now;
             }
             pool_put(&pool, i);
         }
@@ -315,13 +303,12 @@ static int calibrate(const perf_opts *o, const perf_addr *addr, perf_result *r)
     pt_client *c;
     int rc = pt_client_create(o, addr, 1, &c, err, sizeof(err));
     if (rc < 0) {
-        snprintf(r->fatal, sizeof(r->fatal), "calibration: %s", err);
+        snprintf(r->fatal, sizeof(r->fatal), "calibration: %.200s", err);
         return -1;
     }
     uint32_t maxs = 0;
     for (int i = 0; i < r->ncal; i++)
-        if (r->cal[i].size > maxs)
-            maxs = r->cal[i].size;
+        if (r->cal[i].size > maxs) maxs = r->cal[i].size;
     uint8_t *buf = calloc(1, maxs ? maxs : 1);
     if (!buf) {
         c->ops->destroy(c);
@@ -334,23 +321,24 @@ static int calibrate(const perf_opts *o, const perf_addr *addr, perf_result *r)
         uint32_t size = pass < 0 ? r->cal[0].size : r->cal[pass].size;
         uint64_t best = UINT64_MAX, samples = 0;
         uint64_t t_end = perf_now_ns() + CAL_TIME_NS;
-        while (samples < CAL_MIN_SAMPLES ||
-               (samples < CAL_MAX_SAMPLES && perf_now_ns() < t_end)) {
+        while (samples < CAL_MIN_SAMPLES || (samples < CAL_MAX_SAMPLES && perf_now_ns() < t_end)) {
             uint64_t t0 = perf_now_ns();
             rc = c->ops->send(c, 0, 0, buf, size);
             if (rc < 0) {
                 fatal_tp(r, o->proto, "calibration send", rc);
                 break;
             }
-            int got = c->ops->poll(c, t0 + (uint64_t)(o->drain * 1e9), comp, 4);
+            double limit = o->drain > 5.0 ? o->drain : 5.0;
+            int got = c->ops->poll(c, t0 + (uint64_t)(limit * 1e9), comp, 4);
             uint64_t t1 = perf_now_ns();
             if (got <= 0 || comp[0].error) {
-                fatal_tp(r, o->proto, "calibration RPC", got < 0 ? got : got == 0 ? -ETIMEDOUT
-                                                                                  : comp[0].error);
+                fatal_tp(r, o->proto, "calibration RPC",
+                         got < 0    ? got
+                         : got == 0 ? -ETIMEDOUT
+                                    : comp[0].error);
                 break;
             }
-            if (t1 - t0 < best)
-                best = t1 - t0;
+            if (t1 - t0 < best) best = t1 - t0;
             samples++;
         }
         if (pass >= 0) {
@@ -370,6 +358,8 @@ static void *client_thread(void *arg)
     tctx *t = arg;
     const perf_opts *o = t->o;
     char err[256] = "";
+    /* Wake up on time for open-loop arrivals (the default slack is 50 us). */
+    prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
     pt_client *c;
     int conns = o->test == TEST_WORKLOAD ? o->conns : o->outstanding;
     int rc = pt_client_create(o, t->addr, conns, &c, err, sizeof(err));
@@ -397,8 +387,8 @@ int perf_run_client(const perf_opts *o, const perf_addr *addr, perf_result *res)
     res->conns = o->proto == PERF_TCP ? (o->test == TEST_WORKLOAD ? o->conns : o->outstanding) : 0;
     res->verify = o->verify;
     if (o->test == TEST_WORKLOAD) {
-        if (wlgen_open(&g, o->workload, o->data_dir, o->max_size, res->fatal,
-                       sizeof(res->fatal)) < 0)
+        if (wlgen_open(&g, o->workload, o->data_dir, o->max_size, res->fatal, sizeof(res->fatal)) <
+            0)
             return -1;
         snprintf(res->workload, sizeof(res->workload), "%s", homa_workload_name(g.w));
         res->max_size = g.max_size;
@@ -410,8 +400,7 @@ int perf_run_client(const perf_opts *o, const perf_addr *addr, perf_result *res)
             wlgen_close(&g);
             return -1;
         }
-        if (!o->calibrate)
-            res->ncal = 0;
+        if (!o->calibrate) res->ncal = 0;
     }
     int n = o->threads;
     tctx *t = calloc((size_t)n, sizeof(*t));
@@ -432,18 +421,16 @@ int perf_run_client(const perf_opts *o, const perf_addr *addr, perf_result *res)
     }
     int started = 0;
     for (; started < n; started++)
-        if (pthread_create(&t[started].thread, NULL, client_thread, &t[started]) != 0)
-            break;
+        if (pthread_create(&t[started].thread, NULL, client_thread, &t[started]) != 0) break;
     if (started < n)
         snprintf(res->fatal, sizeof(res->fatal), "cannot start client thread %d", started);
     uint64_t window = 0;
     for (int i = 0; i < started; i++) {
         pthread_join(t[i].thread, NULL);
         perf_result_merge(res, &t[i].res);
-        if (t[i].window_ns > window)
-            window = t[i].window_ns;
+        if (t[i].window_ns > window) window = t[i].window_ns;
         if (t[i].res.fatal[0] && !res->fatal[0])
-            snprintf(res->fatal, sizeof(res->fatal), "thread %d: %s", i, t[i].res.fatal);
+            snprintf(res->fatal, sizeof(res->fatal), "thread %d: %.200s", i, t[i].res.fatal);
     }
     for (int i = 0; i < n; i++)
         perf_result_free(&t[i].res);

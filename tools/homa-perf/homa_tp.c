@@ -29,8 +29,7 @@
 static void runtime_options(homa_runtime_options *ro, uint32_t max_message)
 {
     homa_runtime_options_default(ro);
-    if (max_message > ro->config.max_message_length)
-        ro->config.max_message_length = max_message;
+    if (max_message > ro->config.max_message_length) ro->config.max_message_length = max_message;
 }
 
 /* ---- Shared client runtime ------------------------------------------- */
@@ -98,15 +97,13 @@ static int hclient_poll(pt_client *base, uint64_t deadline, pt_completion *out, 
 {
     hclient *c = (hclient *)base;
     release_held(c);
-    if (max > HELD_MAX)
-        max = HELD_MAX;
+    if (max > HELD_MAX) max = HELD_MAX;
     int n = 0;
     while (n < max) {
         int64_t timeout = HOMA_NONBLOCK;
         if (n == 0) {
             uint64_t now = perf_now_ns();
-            if (now >= deadline)
-                break;
+            if (now >= deadline) break;
             timeout = (int64_t)(deadline - now);
         }
         homa_msg *m = &c->held[c->nheld];
@@ -127,10 +124,8 @@ static int hclient_poll(pt_client *base, uint64_t deadline, pt_completion *out, 
             out[n].error = m->error ? m->error : rc;
             n++;
         } else if (rc == HOMA_ERR_AGAIN) {
-            if (n > 0)
-                break;
-            if (perf_now_ns() >= deadline)
-                break;
+            if (n > 0) break;
+            if (perf_now_ns() >= deadline) break;
         } else {
             return n > 0 ? n : rc;
         }
@@ -156,8 +151,7 @@ static const pt_client_ops hclient_ops = {
 int homa_client_create(const perf_addr *addr, pt_client **out, char *err, size_t errlen)
 {
     hclient *c = calloc(1, sizeof(*c));
-    if (!c)
-        return -ENOMEM;
+    if (!c) return -ENOMEM;
     c->base.ops = &hclient_ops;
     int rc = homa_endpoint_from_sockaddr((const struct sockaddr *)&addr->ss, addr->len, &c->dst);
     if (rc < 0) {
@@ -200,10 +194,8 @@ static void *hserver_main(void *arg)
         homa_msg m;
         memset(&m, 0, sizeof(m));
         int rc = homa_recv(s->sock, HOMA_RECV_REQUEST, 0, SERVER_POLL_NS, &m);
-        if (rc == HOMA_ERR_SHUTDOWN)
-            break;
-        if (rc < 0)
-            continue;
+        if (rc == HOMA_ERR_SHUTDOWN) break;
+        if (rc < 0) continue;
         homa_reply(s->sock, m.id, m.data, m.length);
         homa_release(s->sock, &m);
     }
@@ -222,10 +214,8 @@ static void hserver_stop(pt_server *base)
     for (int i = 0; i < s->nthreads; i++)
         pthread_join(s->threads[i], NULL);
     free(s->threads);
-    if (s->sock)
-        homa_socket_close(s->sock);
-    if (s->rt)
-        homa_runtime_destroy(s->rt);
+    if (s->sock) homa_socket_close(s->sock);
+    if (s->rt) homa_runtime_destroy(s->rt);
     free(s);
 }
 
@@ -236,11 +226,9 @@ static const pt_server_ops hserver_ops = {
 
 int homa_server_start(uint16_t port, int threads, pt_server **out, char *err, size_t errlen)
 {
-    if (threads < 1)
-        threads = 1;
+    if (threads < 1) threads = 1;
     hserver *s = calloc(1, sizeof(*s));
-    if (!s)
-        return -ENOMEM;
+    if (!s) return -ENOMEM;
     s->base.ops = &hserver_ops;
     s->threads = calloc((size_t)threads, sizeof(pthread_t));
     if (!s->threads) {

@@ -39,8 +39,7 @@ static void put_string(FILE *out, const char *s)
 
 static void prefix(json_writer *j, const char *key)
 {
-    if (j->need_comma[j->depth])
-        fputc(',', j->out);
+    if (j->need_comma[j->depth]) fputc(',', j->out);
     j->need_comma[j->depth] = 1;
     if (key) {
         put_string(j->out, key);
@@ -52,16 +51,14 @@ static void json_open(json_writer *j, const char *key, char c)
 {
     prefix(j, key);
     fputc(c, j->out);
-    if (j->depth + 1 < JSON_MAX_DEPTH)
-        j->depth++;
+    if (j->depth + 1 < JSON_MAX_DEPTH) j->depth++;
     j->need_comma[j->depth] = 0;
 }
 
 static void close_(json_writer *j, char c)
 {
     fputc(c, j->out);
-    if (j->depth > 0)
-        j->depth--;
+    if (j->depth > 0) j->depth--;
 }
 
 void json_obj_begin(json_writer *j, const char *key)

@@ -90,8 +90,7 @@ static int parse_u64(const char *s, uint64_t *out)
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (errno || end == s || *end != '\0' || v < 0 || v > 1.8e19 || v != floor(v))
-        return -1;
+    if (errno || end == s || *end != '\0' || v < 0 || v > 1.8e19 || v != floor(v)) return -1;
     *out = (uint64_t)v;
     return 0;
 }
@@ -101,8 +100,7 @@ static int parse_double(const char *s, double *out)
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (errno || end == s || *end != '\0' || !isfinite(v) || v < 0)
-        return -1;
+    if (errno || end == s || *end != '\0' || !isfinite(v) || v < 0) return -1;
     *out = v;
     return 0;
 }
@@ -200,8 +198,7 @@ static int parse_args(int argc, char **argv, cli *c)
             c->have_proto = 1;
             break;
         case OPT_PORT:
-            if (parse_u64(optarg, &u) < 0 || u > 65535)
-                return bad("bad --port '%s'", optarg);
+            if (parse_u64(optarg, &u) < 0 || u > 65535) return bad("bad --port '%s'", optarg);
             o->port = (uint16_t)u;
             c->have_port = 1;
             break;
@@ -225,8 +222,7 @@ static int parse_args(int argc, char **argv, cli *c)
             c->have_test = 1;
             break;
         case OPT_SIZE:
-            if (parse_u64(optarg, &u) < 0 || u > 0x7fffffff)
-                return bad("bad --size '%s'", optarg);
+            if (parse_u64(optarg, &u) < 0 || u > 0x7fffffff) return bad("bad --size '%s'", optarg);
             o->size = (size_t)u;
             c->have_size = 1;
             break;
@@ -248,12 +244,10 @@ static int parse_args(int argc, char **argv, cli *c)
                 return bad("bad --seconds '%s'", optarg);
             break;
         case OPT_WARMUP:
-            if (parse_double(optarg, &o->warmup) < 0)
-                return bad("bad --warmup '%s'", optarg);
+            if (parse_double(optarg, &o->warmup) < 0) return bad("bad --warmup '%s'", optarg);
             break;
         case OPT_DRAIN:
-            if (parse_double(optarg, &o->drain) < 0)
-                return bad("bad --drain '%s'", optarg);
+            if (parse_double(optarg, &o->drain) < 0) return bad("bad --drain '%s'", optarg);
             break;
         case OPT_VERIFY:
             o->verify = 1;
@@ -275,8 +269,7 @@ static int parse_args(int argc, char **argv, cli *c)
             o->data_dir = optarg;
             break;
         case OPT_SEED:
-            if (parse_u64(optarg, &u) < 0)
-                return bad("bad --seed '%s'", optarg);
+            if (parse_u64(optarg, &u) < 0) return bad("bad --seed '%s'", optarg);
             o->seed = u;
             break;
         case OPT_NOCAL:
@@ -289,19 +282,14 @@ static int parse_args(int argc, char **argv, cli *c)
             return bad("%s", "bad option");
         }
     }
-    if (optind < argc)
-        return bad("unexpected argument '%s'", argv[optind]);
-    if (c->mode != MODE_COMPARE && !c->have_proto)
-        return bad("%s", "--proto homa|tcp is required");
+    if (optind < argc) return bad("unexpected argument '%s'", argv[optind]);
+    if (c->mode != MODE_COMPARE && !c->have_proto) return bad("%s", "--proto homa|tcp is required");
     if (c->mode == MODE_SERVER) {
-        if (!c->have_port)
-            return bad("%s", "--port is required");
+        if (!c->have_port) return bad("%s", "--port is required");
         return 0;
     }
-    if (c->mode == MODE_CLIENT && !o->server)
-        return bad("%s", "--server HOST:PORT is required");
-    if (!c->have_test)
-        return bad("%s", "--test rtt|tput|workload is required");
+    if (c->mode == MODE_CLIENT && !o->server) return bad("%s", "--server HOST:PORT is required");
+    if (!c->have_test) return bad("%s", "--test rtt|tput|workload is required");
     if (!c->have_size)
         o->size = o->test == TEST_TPUT ? PERF_DEFAULT_TPUT_SIZE : PERF_DEFAULT_RTT_SIZE;
     if (!c->have_outstanding)
@@ -347,8 +335,7 @@ static int run_client(const perf_opts *o)
         return 2;
     }
     perf_result *r = malloc(sizeof(*r));
-    if (!r)
-        return 1;
+    if (!r) return 1;
     perf_result_init(r);
     perf_run_client(o, &addr, r);
     perf_print_human(o, r);
@@ -376,8 +363,12 @@ static void compare_one(const perf_opts *base, int proto, perf_result *r)
     pt_server *s;
     r->proto = proto;
     r->test = o.test;
+    r->size = o.test == TEST_WORKLOAD ? 0 : o.size;
+    r->outstanding = o.test == TEST_WORKLOAD ? 0 : o.outstanding;
+    r->threads = o.threads;
+    r->verify = o.verify;
     if (pt_server_start(&o, &s, err, sizeof(err)) < 0) {
-        snprintf(r->fatal, sizeof(r->fatal), "server: %s", err[0] ? err : "cannot start");
+        snprintf(r->fatal, sizeof(r->fatal), "server: %.200s", err[0] ? err : "cannot start");
         return;
     }
     char spec[64];
@@ -390,16 +381,16 @@ static void compare_one(const perf_opts *base, int proto, perf_result *r)
     s->ops->stop(s);
 }
 
+/* a / b, or NaN (JSON null) when either side has no value. */
 static double ratio(double a, double b)
 {
-    return b > 0 ? a / b : NAN;
+    return a > 0 && b > 0 ? a / b : NAN;
 }
 
 static int run_compare(const perf_opts *o)
 {
     perf_result *r = malloc(2 * sizeof(*r));
-    if (!r)
-        return 1;
+    if (!r) return 1;
     perf_result *h = &r[0], *t = &r[1];
     perf_result_init(h);
     perf_result_init(t);
@@ -417,12 +408,11 @@ static int run_compare(const perf_opts *o)
         {"p999", ratio(hist_quantile(&h->lat, 0.999), hist_quantile(&t->lat, 0.999))},
         {"gbps", ratio(perf_result_gbps(h), perf_result_gbps(t))},
         {"rpcs_per_sec", ratio(perf_result_rate(h), perf_result_rate(t))},
-        {"slowdown_mean", o->test == TEST_WORKLOAD
-                              ? ratio(hist_mean(&h->slow), hist_mean(&t->slow))
-                              : NAN},
-        {"slowdown_p99", o->test == TEST_WORKLOAD ? ratio(hist_quantile(&h->slow, 0.99),
-                                                          hist_quantile(&t->slow, 0.99))
-                                                  : NAN},
+        {"slowdown_mean",
+         o->test == TEST_WORKLOAD ? ratio(hist_mean(&h->slow), hist_mean(&t->slow)) : NAN},
+        {"slowdown_p99", o->test == TEST_WORKLOAD
+                             ? ratio(hist_quantile(&h->slow, 0.99), hist_quantile(&t->slow, 0.99))
+                             : NAN},
     };
     int nrs = o->test == TEST_WORKLOAD ? 7 : 5;
     printf("ratio homa/tcp (latency < 1: Homa faster; gbps, rpcs_per_sec > 1: Homa more):\n ");
@@ -518,12 +508,10 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
-    if (strcmp(argv[1], "selftest") == 0)
-        return selftest();
+    if (strcmp(argv[1], "selftest") == 0) return selftest();
     cli c;
     int rc = parse_args(argc, argv, &c);
-    if (rc)
-        return rc;
+    if (rc) return rc;
     switch (c.mode) {
     case MODE_SERVER:
         return run_server(&c.o);

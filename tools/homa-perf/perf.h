@@ -28,7 +28,7 @@ typedef struct perf_opts {
     size_t size;        /* rtt/tput message size (request = response) */
     int outstanding;    /* RPCs in flight per client thread (closed loop) */
     const char *workload;
-    double gbps;   /* workload: offered load, request bytes per second x 8 */
+    double gbps; /* workload: offered load, request bytes per second x 8 */
     double seconds;
     double warmup; /* seconds at the start excluded from the statistics */
     double drain;  /* seconds to wait for RPCs still in flight at the end */

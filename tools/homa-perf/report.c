@@ -100,14 +100,12 @@ void perf_print_human(const perf_opts *o, const perf_result *r)
                "(responses echo the request), lengths clamped to %u B (mean %.0f B), %d client "
                "thread(s)",
                p, r->workload, r->offered_gbps, r->max_size, r->mean_size, r->threads);
-        if (r->proto == PERF_TCP)
-            printf(", %d connection(s) per thread, pipelined", r->conns);
+        if (r->proto == PERF_TCP) printf(", %d connection(s) per thread, pipelined", r->conns);
         printf("\n");
     } else {
-        printf("%s %s: %zu-byte requests and responses, %d outstanding x %d client thread(s)",
-               p, perf_test_name(r->test), r->size, r->outstanding, r->threads);
-        if (r->proto == PERF_TCP)
-            printf(" (%d connection(s) per thread, 1 RPC each)", r->conns);
+        printf("%s %s: %zu-byte requests and responses, %d outstanding x %d client thread(s)", p,
+               perf_test_name(r->test), r->size, r->outstanding, r->threads);
+        if (r->proto == PERF_TCP) printf(" (%d connection(s) per thread, 1 RPC each)", r->conns);
         printf("\n");
     }
     printf("  window      %.3f s\n", r->window_s);
@@ -115,7 +113,9 @@ void perf_print_human(const perf_opts *o, const perf_result *r)
     printf("  errors      %llu (failed %llu, mismatched %llu, unfinished %llu)   verified: %s\n",
            (unsigned long long)r->errors, (unsigned long long)r->failed,
            (unsigned long long)r->mismatches, (unsigned long long)r->unfinished,
-           verified(r) ? "yes" : r->verify ? "NO" : "not requested");
+           verified(r) ? "yes"
+           : r->verify ? "NO"
+                       : "not requested");
     if (r->lat.count)
         printf("  latency us  min %.2f  p50 %.2f  p99 %.2f  p99.9 %.2f  max %.2f  mean %.2f\n",
                us(r->lat.min), q_us(&r->lat, 0.5), q_us(&r->lat, 0.99), q_us(&r->lat, 0.999),
@@ -145,8 +145,7 @@ void perf_print_human(const perf_opts *o, const perf_result *r)
             printf("\n");
         }
     }
-    if (r->fatal[0])
-        printf("  FAILED: %s\n", r->fatal);
+    if (r->fatal[0]) printf("  FAILED: %s\n", r->fatal);
 }
 
 static void json_lat(json_writer *j, const char *key, const hist *h)
@@ -173,8 +172,7 @@ void perf_json_result(json_writer *j, const char *key, const perf_opts *o, const
         json_i64(j, "outstanding", r->outstanding);
     }
     json_i64(j, "threads", r->threads);
-    if (r->proto == PERF_TCP)
-        json_i64(j, "tcp_connections", r->conns);
+    if (r->proto == PERF_TCP) json_i64(j, "tcp_connections", r->conns);
     json_num(j, "seconds", r->window_s);
     json_u64(j, "rpcs", r->rpcs);
     json_u64(j, "errors", r->errors);

@@ -19,8 +19,7 @@ void hist_free(hist *h)
 
 size_t hist_index(uint64_t value)
 {
-    if (value < HIST_SUB)
-        return (size_t)value;
+    if (value < HIST_SUB) return (size_t)value;
     unsigned e = 63u - (unsigned)__builtin_clzll(value); /* e >= HIST_SUB_BITS */
     unsigned shift = e - HIST_SUB_BITS;
     size_t sub = (size_t)((value >> shift) & (HIST_SUB - 1));
@@ -29,8 +28,7 @@ size_t hist_index(uint64_t value)
 
 uint64_t hist_bucket_mid(size_t index)
 {
-    if (index < HIST_SUB)
-        return index;
+    if (index < HIST_SUB) return index;
     unsigned shift = (unsigned)(index / HIST_SUB) - 1;
     uint64_t sub = index % HIST_SUB;
     uint64_t low = (HIST_SUB + sub) << shift;
@@ -39,65 +37,50 @@ uint64_t hist_bucket_mid(size_t index)
 
 static int hist_alloc(hist *h)
 {
-    if (h->buckets)
-        return 0;
+    if (h->buckets) return 0;
     h->buckets = calloc(HIST_BUCKETS, sizeof(uint64_t));
     return h->buckets ? 0 : -1;
 }
 
 int hist_record(hist *h, uint64_t value)
 {
-    if (hist_alloc(h) < 0)
-        return -1;
+    if (hist_alloc(h) < 0) return -1;
     h->buckets[hist_index(value)]++;
     h->count++;
     h->sum += (double)value;
-    if (value < h->min)
-        h->min = value;
-    if (value > h->max)
-        h->max = value;
+    if (value < h->min) h->min = value;
+    if (value > h->max) h->max = value;
     return 0;
 }
 
 int hist_merge(hist *dst, const hist *src)
 {
-    if (src->count == 0)
-        return 0;
-    if (hist_alloc(dst) < 0)
-        return -1;
+    if (src->count == 0) return 0;
+    if (hist_alloc(dst) < 0) return -1;
     for (size_t i = 0; i < HIST_BUCKETS; i++)
         dst->buckets[i] += src->buckets[i];
     dst->count += src->count;
     dst->sum += src->sum;
-    if (src->min < dst->min)
-        dst->min = src->min;
-    if (src->max > dst->max)
-        dst->max = src->max;
+    if (src->min < dst->min) dst->min = src->min;
+    if (src->max > dst->max) dst->max = src->max;
     return 0;
 }
 
 uint64_t hist_quantile(const hist *h, double q)
 {
-    if (h->count == 0 || !h->buckets)
-        return 0;
-    if (q < 0)
-        q = 0;
-    if (q > 1)
-        q = 1;
+    if (h->count == 0 || !h->buckets) return 0;
+    if (q < 0) q = 0;
+    if (q > 1) q = 1;
     uint64_t rank = (uint64_t)((double)h->count * q);
-    if ((double)rank < (double)h->count * q)
-        rank++;
-    if (rank < 1)
-        rank = 1;
+    if ((double)rank < (double)h->count * q) rank++;
+    if (rank < 1) rank = 1;
     uint64_t seen = 0;
     for (size_t i = 0; i < HIST_BUCKETS; i++) {
         seen += h->buckets[i];
         if (seen >= rank) {
             uint64_t v = hist_bucket_mid(i);
-            if (v < h->min)
-                v = h->min;
-            if (v > h->max)
-                v = h->max;
+            if (v < h->min) v = h->min;
+            if (v > h->max) v = h->max;
             return v;
         }
     }

@@ -64,11 +64,9 @@ static size_t tbuf_avail(const tbuf *b)
 
 static void tbuf_compact(tbuf *b)
 {
-    if (b->off == 0)
-        return;
+    if (b->off == 0) return;
     size_t n = tbuf_avail(b);
-    if (n)
-        memmove(b->p, b->p + b->off, n);
+    if (n) memmove(b->p, b->p + b->off, n);
     b->off = 0;
     b->len = n;
 }
@@ -76,18 +74,15 @@ static void tbuf_compact(tbuf *b)
 /* Makes room for at least `extra` bytes after len (may move the data). */
 static int tbuf_reserve(tbuf *b, size_t extra)
 {
-    if (b->cap - b->len >= extra)
-        return 0;
+    if (b->cap - b->len >= extra) return 0;
     tbuf_compact(b);
-    if (b->cap - b->len >= extra)
-        return 0;
+    if (b->cap - b->len >= extra) return 0;
     size_t want = b->len + extra;
     size_t cap = b->cap ? b->cap : 4096;
     while (cap < want)
         cap *= 2;
     uint8_t *p = realloc(b->p, cap);
-    if (!p)
-        return -1;
+    if (!p) return -1;
     b->p = p;
     b->cap = cap;
     return 0;
@@ -95,8 +90,7 @@ static int tbuf_reserve(tbuf *b, size_t extra)
 
 static int tbuf_append(tbuf *b, const void *d, size_t n)
 {
-    if (tbuf_reserve(b, n) < 0)
-        return -1;
+    if (tbuf_reserve(b, n) < 0) return -1;
     memcpy(b->p + b->len, d, n);
     b->len += n;
     return 0;
@@ -111,8 +105,7 @@ static uint32_t get_be32(const uint8_t *p)
 static size_t frame_need(const tbuf *b)
 {
     size_t have = tbuf_avail(b);
-    if (have < FRAME_HDR)
-        return FRAME_HDR - have;
+    if (have < FRAME_HDR) return FRAME_HDR - have;
     size_t total = FRAME_HDR + (size_t)get_be32(b->p + b->off);
     return total > have ? total - have : 1;
 }
@@ -124,10 +117,8 @@ static int flush_out(int fd, tbuf *out)
     while (tbuf_avail(out)) {
         ssize_t r = send(fd, out->p + out->off, tbuf_avail(out), MSG_DONTWAIT | MSG_NOSIGNAL);
         if (r < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
-                return 1;
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return 1;
             return -errno;
         }
         out->off += (size_t)r;
@@ -177,8 +168,7 @@ static int ring_push(cconn *c, uint64_t cookie, size_t len)
     if (c->rcount == c->rcap) {
         size_t ncap = c->rcap ? 2 * c->rcap : 16;
         pending *r = malloc(ncap * sizeof(*r));
-        if (!r)
-            return -1;
+        if (!r) return -1;
         for (size_t i = 0; i < c->rcount; i++)
             r[i] = c->ring[(c->rhead + i) % c->rcap];
         free(c->ring);
@@ -193,11 +183,9 @@ static int ring_push(cconn *c, uint64_t cookie, size_t len)
 
 static int conn_interest(int epfd, cconn *c, int want_out)
 {
-    if (c->want_out == want_out)
-        return 0;
+    if (c->want_out == want_out) return 0;
     struct epoll_event ev = {.events = EPOLLIN | (want_out ? EPOLLOUT : 0), .data.ptr = c};
-    if (epoll_ctl(epfd, EPOLL_CTL_MOD, c->fd, &ev) < 0)
-        return -errno;
+    if (epoll_ctl(epfd, EPOLL_CTL_MOD, c->fd, &ev) < 0) return -errno;
     c->want_out = want_out;
     return 0;
 }
@@ -205,16 +193,14 @@ static int conn_interest(int epfd, cconn *c, int want_out)
 static int tcp_client_send(pt_client *base, int slot, uint64_t cookie, const void *buf, size_t len)
 {
     tcp_client *tc = (tcp_client *)base;
-    if (len > MAX_FRAME)
-        return -EMSGSIZE;
+    if (len > MAX_FRAME) return -EMSGSIZE;
     cconn *c;
     if (slot >= 0) {
         c = &tc->conns[slot % tc->nconns];
     } else {
         c = &tc->conns[0];
         for (int i = 1; i < tc->nconns; i++)
-            if (tc->conns[i].inflight_bytes < c->inflight_bytes)
-                c = &tc->conns[i];
+            if (tc->conns[i].inflight_bytes < c->inflight_bytes) c = &tc->conns[i];
     }
     uint8_t hdr[FRAME_HDR] = {(uint8_t)(len >> 24), (uint8_t)(len >> 16), (uint8_t)(len >> 8),
                               (uint8_t)len};
@@ -228,16 +214,13 @@ static int tcp_client_send(pt_client *base, int slot, uint64_t cookie, const voi
                 sent = (size_t)r;
                 break;
             }
-            if (errno == EINTR)
-                continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
-                break;
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) break;
             return -errno;
         }
     }
     if (sent < FRAME_HDR) {
-        if (tbuf_append(&c->out, hdr + sent, FRAME_HDR - sent) < 0)
-            return -ENOMEM;
+        if (tbuf_append(&c->out, hdr + sent, FRAME_HDR - sent) < 0) return -ENOMEM;
         sent = FRAME_HDR;
     }
     size_t body_sent = sent - FRAME_HDR;
@@ -247,11 +230,9 @@ static int tcp_client_send(pt_client *base, int slot, uint64_t cookie, const voi
     }
     if (tbuf_avail(&c->out)) {
         int r = conn_interest(tc->epfd, c, 1);
-        if (r < 0)
-            return r;
+        if (r < 0) return r;
     }
-    if (ring_push(c, cookie, len) < 0)
-        return -ENOMEM;
+    if (ring_push(c, cookie, len) < 0) return -ENOMEM;
     c->inflight_bytes += len;
     return 0;
 }
@@ -262,10 +243,8 @@ static int client_parse(cconn *c, pt_completion *out, int max)
     int n = 0;
     while (n < max && tbuf_avail(&c->in) >= FRAME_HDR) {
         uint32_t len = get_be32(c->in.p + c->in.off);
-        if (tbuf_avail(&c->in) < FRAME_HDR + (size_t)len)
-            break;
-        if (c->rcount == 0)
-            return -EPROTO;
+        if (tbuf_avail(&c->in) < FRAME_HDR + (size_t)len) break;
+        if (c->rcount == 0) return -EPROTO;
         pending p = c->ring[c->rhead];
         c->rhead = (c->rhead + 1) % c->rcap;
         c->rcount--;
@@ -288,22 +267,18 @@ static int client_read(cconn *c, int block)
     size_t space;
     if (c->frozen) {
         space = c->in.cap - c->in.len;
-        if (space == 0)
-            return 0;
+        if (space == 0) return 0;
     } else {
         size_t need = frame_need(&c->in);
-        if (tbuf_reserve(&c->in, need > READ_CHUNK ? need : READ_CHUNK) < 0)
-            return -ENOMEM;
+        if (tbuf_reserve(&c->in, need > READ_CHUNK ? need : READ_CHUNK) < 0) return -ENOMEM;
         space = c->in.cap - c->in.len;
     }
     ssize_t r = recv(c->fd, c->in.p + c->in.len, space, block ? 0 : MSG_DONTWAIT);
     if (r < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
-            return 0;
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return 0;
         return -errno;
     }
-    if (r == 0)
-        return -EPIPE;
+    if (r == 0) return -EPIPE;
     c->in.len += (size_t)r;
     return (int)(r > 0x7fffffff ? 0x7fffffff : r);
 }
@@ -315,31 +290,25 @@ static int tcp_client_poll(pt_client *base, uint64_t deadline, pt_completion *ou
     for (int i = 0; i < tc->nconns; i++) {
         cconn *c = &tc->conns[i];
         c->frozen = 0;
-        if (c->in.off > 0 && c->in.off == c->in.len)
-            c->in.off = c->in.len = 0;
+        if (c->in.off > 0 && c->in.off == c->in.len) c->in.off = c->in.len = 0;
     }
     for (int i = 0; i < tc->nconns && n < max; i++) {
         int r = client_parse(&tc->conns[i], out + n, max - n);
-        if (r < 0)
-            return r;
+        if (r < 0) return r;
         n += r;
     }
-    if (n > 0)
-        return n;
+    if (n > 0) return n;
     struct epoll_event evs[64];
     for (;;) {
         uint64_t now = perf_now_ns();
-        if (now >= deadline)
-            return 0;
+        if (now >= deadline) return 0;
         cconn *c0 = &tc->conns[0];
         if (tc->nconns == 1 && c0->rcount > 0 && tbuf_avail(&c0->out) == 0 &&
             deadline - now > 2ull * BLOCK_SLICE_MS * 1000000ull) {
             int r = client_read(c0, 1);
-            if (r < 0)
-                return r;
+            if (r < 0) return r;
             r = client_parse(c0, out, max);
-            if (r != 0)
-                return r;
+            if (r != 0) return r;
             continue;
         }
         uint64_t left = deadline - now;
@@ -347,33 +316,27 @@ static int tcp_client_poll(pt_client *base, uint64_t deadline, pt_completion *ou
                               .tv_nsec = (long)(left % 1000000000ull)};
         int nev = epoll_pwait2(tc->epfd, evs, 64, &ts, NULL);
         if (nev < 0) {
-            if (errno == EINTR)
-                continue;
+            if (errno == EINTR) continue;
             return -errno;
         }
         for (int e = 0; e < nev; e++) {
             cconn *c = evs[e].data.ptr;
             if (evs[e].events & EPOLLOUT) {
                 int r = flush_out(c->fd, &c->out);
-                if (r < 0)
-                    return r;
-                if (r == 0 && (r = conn_interest(tc->epfd, c, 0)) < 0)
-                    return r;
+                if (r < 0) return r;
+                if (r == 0 && (r = conn_interest(tc->epfd, c, 0)) < 0) return r;
             }
             if (evs[e].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
                 int r = client_read(c, 0);
-                if (r < 0)
-                    return r;
+                if (r < 0) return r;
                 if (n < max) {
                     r = client_parse(c, out + n, max - n);
-                    if (r < 0)
-                        return r;
+                    if (r < 0) return r;
                     n += r;
                 }
             }
         }
-        if (n > 0)
-            return n;
+        if (n > 0) return n;
     }
 }
 
@@ -382,15 +345,13 @@ static void tcp_client_destroy(pt_client *base)
     tcp_client *tc = (tcp_client *)base;
     for (int i = 0; i < tc->nconns; i++) {
         cconn *c = &tc->conns[i];
-        if (c->fd >= 0)
-            close(c->fd);
+        if (c->fd >= 0) close(c->fd);
         tbuf_free(&c->in);
         tbuf_free(&c->out);
         free(c->ring);
     }
     free(tc->conns);
-    if (tc->epfd >= 0)
-        close(tc->epfd);
+    if (tc->epfd >= 0) close(tc->epfd);
     free(tc);
 }
 
@@ -402,19 +363,16 @@ static const pt_client_ops tcp_client_ops = {
 
 int tcp_client_create(const perf_addr *addr, int conns, pt_client **out, char *err, size_t errlen)
 {
-    if (conns < 1)
-        conns = 1;
+    if (conns < 1) conns = 1;
     tcp_client *tc = calloc(1, sizeof(*tc));
-    if (!tc)
-        return -ENOMEM;
+    if (!tc) return -ENOMEM;
     tc->base.ops = &tcp_client_ops;
     tc->nconns = conns;
     tc->conns = calloc((size_t)conns, sizeof(cconn));
     tc->epfd = epoll_create1(EPOLL_CLOEXEC);
     if (!tc->conns || tc->epfd < 0) {
         snprintf(err, errlen, "tcp client: %s", strerror(tc->conns ? errno : ENOMEM));
-        if (!tc->conns)
-            tc->nconns = 0;
+        if (!tc->conns) tc->nconns = 0;
         tcp_client_destroy(&tc->base);
         return -ENOMEM;
     }
@@ -425,8 +383,7 @@ int tcp_client_create(const perf_addr *addr, int conns, pt_client **out, char *e
         c->fd = socket(addr->ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (c->fd < 0 || connect(c->fd, (const struct sockaddr *)&addr->ss, addr->len) < 0) {
             int e = errno;
-            snprintf(err, errlen, "tcp connect to %s:%u: %s", addr->host, addr->port,
-                     strerror(e));
+            snprintf(err, errlen, "tcp connect to %s:%u: %s", addr->host, addr->port, strerror(e));
             tcp_client_destroy(&tc->base);
             return -e;
         }
@@ -489,19 +446,16 @@ static void sconn_close(worker *w, sconn *c)
         c->prev->next = c->next;
     else
         w->conns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
+    if (c->next) c->next->prev = c->prev;
     w->nconns--;
     free(c);
 }
 
 static int sconn_interest(worker *w, sconn *c, int want_out)
 {
-    if (c->want_out == want_out)
-        return 0;
+    if (c->want_out == want_out) return 0;
     struct epoll_event ev = {.events = EPOLLIN | (want_out ? EPOLLOUT : 0), .data.ptr = c};
-    if (epoll_ctl(w->epfd, EPOLL_CTL_MOD, c->fd, &ev) < 0)
-        return -1;
+    if (epoll_ctl(w->epfd, EPOLL_CTL_MOD, c->fd, &ev) < 0) return -1;
     c->want_out = want_out;
     return 0;
 }
@@ -512,43 +466,33 @@ static int sconn_process(worker *w, sconn *c)
     size_t start = c->in.off, end = start;
     for (;;) {
         size_t have = c->in.len - end;
-        if (have < FRAME_HDR)
-            break;
+        if (have < FRAME_HDR) break;
         uint32_t len = get_be32(c->in.p + end);
-        if (len > MAX_FRAME)
-            return -1;
-        if (have < FRAME_HDR + (size_t)len)
-            break;
+        if (len > MAX_FRAME) return -1;
+        if (have < FRAME_HDR + (size_t)len) break;
         end += FRAME_HDR + len;
     }
-    if (end == start)
-        return 0;
+    if (end == start) return 0;
     size_t done = 0;
     if (tbuf_avail(&c->out) == 0) {
         while (done < end - start) {
             ssize_t r = send(c->fd, c->in.p + start + done, end - start - done,
                              MSG_DONTWAIT | MSG_NOSIGNAL);
             if (r < 0) {
-                if (errno == EINTR)
-                    continue;
-                if (errno == EAGAIN || errno == EWOULDBLOCK)
-                    break;
+                if (errno == EINTR) continue;
+                if (errno == EAGAIN || errno == EWOULDBLOCK) break;
                 return -1;
             }
             done += (size_t)r;
         }
     }
     if (done < end - start) {
-        if (tbuf_append(&c->out, c->in.p + start + done, end - start - done) < 0)
-            return -1;
-        if (flush_out(c->fd, &c->out) < 0)
-            return -1;
-        if (sconn_interest(w, c, tbuf_avail(&c->out) != 0) < 0)
-            return -1;
+        if (tbuf_append(&c->out, c->in.p + start + done, end - start - done) < 0) return -1;
+        if (flush_out(c->fd, &c->out) < 0) return -1;
+        if (sconn_interest(w, c, tbuf_avail(&c->out) != 0) < 0) return -1;
     }
     c->in.off = end;
-    if (c->in.off == c->in.len)
-        c->in.off = c->in.len = 0;
+    if (c->in.off == c->in.len) c->in.off = c->in.len = 0;
     return 0;
 }
 
@@ -558,20 +502,16 @@ static int sconn_input(worker *w, sconn *c, int block)
 {
     for (;;) {
         size_t need = frame_need(&c->in);
-        if (tbuf_reserve(&c->in, need > READ_CHUNK ? need : READ_CHUNK) < 0)
-            return -1;
+        if (tbuf_reserve(&c->in, need > READ_CHUNK ? need : READ_CHUNK) < 0) return -1;
         size_t space = c->in.cap - c->in.len;
         ssize_t r = recv(c->fd, c->in.p + c->in.len, space, block ? 0 : MSG_DONTWAIT);
         if (r < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
-                break;
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) break;
             return -1;
         }
-        if (r == 0)
-            return -1;
+        if (r == 0) return -1;
         c->in.len += (size_t)r;
-        if ((size_t)r < space)
-            break;
+        if ((size_t)r < space) break;
         block = 0;
     }
     return sconn_process(w, c);
@@ -591,8 +531,7 @@ static void worker_take_new(worker *w)
         }
         c->fd = fd;
         c->next = w->conns;
-        if (w->conns)
-            w->conns->prev = c;
+        if (w->conns) w->conns->prev = c;
         w->conns = c;
         w->nconns++;
     }
@@ -607,14 +546,12 @@ static void *worker_main(void *arg)
     tcp_server *s = w->srv;
     struct epoll_event evs[64];
     while (!atomic_load(&s->stop)) {
-        if (atomic_load(&w->has_new))
-            worker_take_new(w);
+        if (atomic_load(&w->has_new)) worker_take_new(w);
         sconn *only = w->nconns == 1 ? w->conns : NULL;
         if (only && tbuf_avail(&only->out) == 0) {
             /* One connection: block in recv (SO_RCVTIMEO bounds the wait so
              * new connections and stop are noticed). */
-            if (sconn_input(w, only, 1) < 0)
-                sconn_close(w, only);
+            if (sconn_input(w, only, 1) < 0) sconn_close(w, only);
             continue;
         }
         int nev = epoll_wait(w->epfd, evs, 64, -1);
@@ -634,8 +571,7 @@ static void *worker_main(void *arg)
             }
             if (!bad && (evs[e].events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
                 bad = sconn_input(w, c, 0) < 0;
-            if (bad)
-                sconn_close(w, c);
+            if (bad) sconn_close(w, c);
         }
     }
     while (w->conns)
@@ -648,14 +584,12 @@ static void *acceptor_main(void *arg)
     tcp_server *s = arg;
     int next = 0;
     while (!atomic_load(&s->stop)) {
-        struct pollfd pf[2] = {{.fd = s->lfd, .events = POLLIN}, {.fd = s->stopfd, .events = POLLIN}};
-        if (poll(pf, 2, -1) < 0)
-            continue;
-        if (!(pf[0].revents & POLLIN))
-            continue;
+        struct pollfd pf[2] = {{.fd = s->lfd, .events = POLLIN},
+                               {.fd = s->stopfd, .events = POLLIN}};
+        if (poll(pf, 2, -1) < 0) continue;
+        if (!(pf[0].revents & POLLIN)) continue;
         int fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC);
-        if (fd < 0)
-            continue;
+        if (fd < 0) continue;
         set_nodelay(fd);
         set_rcvtimeo(fd, BLOCK_SLICE_MS);
         worker *w = &s->workers[next];
@@ -696,29 +630,23 @@ static void tcp_server_stop(pt_server *base)
     if (s->stopfd >= 0 && write(s->stopfd, &one, sizeof(one)) < 0) {
         /* ignore */
     }
-    if (s->acceptor_started)
-        pthread_join(s->acceptor, NULL);
+    if (s->acceptor_started) pthread_join(s->acceptor, NULL);
     for (int i = 0; i < s->nworkers; i++) {
         worker *w = &s->workers[i];
         if (w->evfd >= 0 && write(w->evfd, &one, sizeof(one)) < 0) {
             /* ignore */
         }
-        if (w->started)
-            pthread_join(w->thread, NULL);
+        if (w->started) pthread_join(w->thread, NULL);
         for (size_t k = 0; k < w->nnew; k++)
             close(w->newfds[k]);
         free(w->newfds);
-        if (w->epfd >= 0)
-            close(w->epfd);
-        if (w->evfd >= 0)
-            close(w->evfd);
+        if (w->epfd >= 0) close(w->epfd);
+        if (w->evfd >= 0) close(w->evfd);
         pthread_mutex_destroy(&w->lock);
     }
     free(s->workers);
-    if (s->lfd >= 0)
-        close(s->lfd);
-    if (s->stopfd >= 0)
-        close(s->stopfd);
+    if (s->lfd >= 0) close(s->lfd);
+    if (s->stopfd >= 0) close(s->stopfd);
     free(s);
 }
 
@@ -736,8 +664,7 @@ static int listen_socket(uint16_t port, char *err, size_t errlen)
         a6.sin6_addr = in6addr_any;
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
-        if (bind(fd, (struct sockaddr *)&a6, sizeof(a6)) == 0 && listen(fd, 1024) == 0)
-            return fd;
+        if (bind(fd, (struct sockaddr *)&a6, sizeof(a6)) == 0 && listen(fd, 1024) == 0) return fd;
         close(fd);
     }
     fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -758,11 +685,9 @@ static int listen_socket(uint16_t port, char *err, size_t errlen)
 
 int tcp_server_start(uint16_t port, int threads, pt_server **out, char *err, size_t errlen)
 {
-    if (threads < 1)
-        threads = 1;
+    if (threads < 1) threads = 1;
     tcp_server *s = calloc(1, sizeof(*s));
-    if (!s)
-        return -ENOMEM;
+    if (!s) return -ENOMEM;
     s->base.ops = &tcp_server_ops;
     s->lfd = -1;
     s->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

@@ -70,21 +70,18 @@ int perf_parse_addr(const char *spec, perf_addr *out, char *err, size_t errlen)
 int pt_client_create(const perf_opts *o, const perf_addr *addr, int conns, pt_client **out,
                      char *err, size_t errlen)
 {
-    if (o->proto == PERF_TCP)
-        return tcp_client_create(addr, conns, out, err, errlen);
+    if (o->proto == PERF_TCP) return tcp_client_create(addr, conns, out, err, errlen);
     return homa_client_create(addr, out, err, errlen);
 }
 
 int pt_server_start(const perf_opts *o, pt_server **out, char *err, size_t errlen)
 {
-    if (o->proto == PERF_TCP)
-        return tcp_server_start(o->port, o->threads, out, err, errlen);
+    if (o->proto == PERF_TCP) return tcp_server_start(o->port, o->threads, out, err, errlen);
     return homa_server_start(o->port, o->threads, out, err, errlen);
 }
 
 const char *pt_strerror(int proto, int err)
 {
-    if (proto == PERF_HOMA && err < 0 && err >= -64)
-        return homa_strerror(err);
+    if (proto == PERF_HOMA && err < 0 && err >= -64) return homa_strerror(err);
     return strerror(err < 0 ? -err : err);
 }

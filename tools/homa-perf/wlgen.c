@@ -72,8 +72,7 @@ void wlgen_make_buckets(const wlgen *g, perf_result *r)
     double prev_cdf = 0.0;
     for (int k = 1; k <= 10 && n < PERF_MAX_BUCKETS; k++) {
         uint32_t hi = k == 10 ? g->max_size : homa_workload_quantile(g->w, k / 10.0, g->max_size);
-        if (hi <= prev)
-            continue;
+        if (hi <= prev) continue;
         double c = clamped_cdf(g, hi);
         r->buckets[n].lo = prev;
         r->buckets[n].hi = hi;
@@ -109,8 +108,7 @@ void wlgen_cal_sizes(const wlgen *g, perf_result *r)
     uint32_t s[4 * PERF_MAX_CAL];
     int n = 0;
     uint32_t lo = homa_workload_min_size(g->w);
-    if (lo > g->max_size)
-        lo = g->max_size;
+    if (lo > g->max_size) lo = g->max_size;
     s[n++] = lo;
     for (int i = 0; i < r->nbuckets; i++)
         s[n++] = r->buckets[i].hi;
@@ -120,8 +118,7 @@ void wlgen_cal_sizes(const wlgen *g, perf_result *r)
     qsort(s, (size_t)n, sizeof(s[0]), cmp_u32);
     int m = 0;
     for (int i = 0; i < n; i++)
-        if (m == 0 || s[i] != s[m - 1])
-            s[m++] = s[i];
+        if (m == 0 || s[i] != s[m - 1]) s[m++] = s[i];
     /* Too many points (not the case for W1-W5): keep evenly spaced ones,
      * always including the first and the last. */
     int keep = m < PERF_MAX_CAL ? m : PERF_MAX_CAL;
@@ -137,18 +134,15 @@ void wlgen_cal_sizes(const wlgen *g, perf_result *r)
 double perf_best_ns(const perf_result *r, uint32_t size)
 {
     int n = r->ncal;
-    if (n == 0)
-        return 0.0;
+    if (n == 0) return 0.0;
     double y[PERF_MAX_CAL];
     double run = INFINITY;
     for (int i = n - 1; i >= 0; i--) {
         double v = (double)r->cal[i].min_ns;
-        if (v < run)
-            run = v;
+        if (v < run) run = v;
         y[i] = run;
     }
-    if (size <= r->cal[0].size || n == 1)
-        return y[0];
+    if (size <= r->cal[0].size || n == 1) return y[0];
     int i = 1;
     while (i < n - 1 && r->cal[i].size < size)
         i++;

@@ -1,0 +1,1245 @@
+/* The runtime: one protocol engine, its UDP sockets, and the threads that
+ * drive them (see docs/api.md for the threading contract).
+ *
+ * Latency comes from avoiding thread hand-offs on the fast path:
+ *   - a thread that sends (homa_send, homa_reply) pulls packets from the
+ *     engine and transmits them itself;
+ *   - a thread blocked in homa_recv() reads the UDP sockets itself: it holds
+ *     the "poll token", spins for busy_poll_us, then sleeps in epoll;
+ *   - the background thread runs the engine's timers and, when no
+ *     application thread has held the poll token for a tick (or when the
+ *     application waits on the socket's eventfd instead of in homa_recv),
+ *     takes the token so grants and resends keep flowing while the
+ *     application computes.
+ * Only one thread at a time holds the poll token, so driver receive buffers
+ * need no locking; other receivers sleep on their own condition variable and
+ * are woken when their message is ready or the token is passed to them.
+ * Only one thread at a time transmits (tx_busy); others that produce packets
+ * leave them in the engine, and the transmitting thread pulls until empty. */
+#include <errno.h>
+#include <net/if.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <homa/homa.h>
+
+#include "io/io.h"
+
+#define TX_PULL 64      /* packets per homa_engine_pull */
+#define RX_CHUNK 64     /* packets per driver recv */
+#define RX_BUDGET 256   /* packets per socket per poll pass (fairness) */
+#define MAX_EVENTS 16
+#define IDLE_AFTER_NS 1000000000ull /* background thread stops ticking after 1 s idle */
+
+enum { POLLER_NONE = 0, POLLER_APP, POLLER_BG };
+
+struct waiter {
+    struct waiter *next;
+    struct waiter *prev;
+    homa_socket *sock;
+    pthread_cond_t cond;
+    int sleeping; /* waiting on cond */
+};
+
+/* An unanswered request: homa_reply(id) needs the client's address because
+ * server RPC ids are only unique per client. */
+struct pending_req {
+    struct pending_req *next;
+    uint64_t id;
+    homa_addr peer;
+    uint16_t peer_port;
+};
+
+struct homa_socket {
+    homa_runtime *rt;
+    struct pending_req **reqs; /* hash by id; under rt->lock */
+    size_t reqs_buckets;
+    size_t reqs_count;
+    homa_io_sock *io;
+    homa_endpoint local;
+    uint16_t port;
+    int closing;
+    int users;         /* threads inside homa_recv on this socket */
+    uint64_t ready_gen; /* bumped whenever the engine reports a ready message */
+    int efd;            /* eventfd for homa_socket_fd(), -1 until asked for */
+    int efd_armed;      /* efd currently readable */
+    homa_socket *next;
+};
+
+struct homa_runtime {
+    pthread_mutex_t lock;
+    homa_engine *eng;
+    homa_config cfg;
+    const homa_io_ops *io;
+    homa_io_opts io_opts;
+    homa_faults faults;
+    homa_pcap *pcap;
+    uint64_t busy_poll_ns;
+    uint64_t grace_ns; /* app idle this long before the bg thread polls */
+
+    homa_socket *socks;
+    homa_socket **port_map; /* 65,536 entries */
+    int nsocks;
+    int nexported;       /* sockets whose eventfd was handed out */
+    uint64_t socks_gen;  /* bumped when the socket set changes */
+    int epfd;
+    int wake_efd;        /* wakes whichever thread sleeps in epoll */
+
+    /* Poll token. */
+    int poller;          /* POLLER_* */
+    struct waiter *poller_w; /* the app waiter holding the token */
+    int poller_sleeping; /* token holder is in epoll_wait */
+    uint64_t poller_gen; /* socks_gen the token holder works with */
+    int token_waiters;   /* threads waiting for the token */
+    uint64_t last_app_poll;
+    struct waiter *waiters;
+
+    /* Transmit. */
+    int tx_busy;
+    homa_pkt_out tx_pkts[TX_PULL];
+
+    /* Close / destroy wait here for the token holder and transmitter. */
+    pthread_cond_t state_cond;
+    int state_waiters;
+
+    /* Background thread. */
+    pthread_t bg;
+    int bg_started;
+    pthread_cond_t bg_cond;
+    uint64_t bg_armed; /* when bg will next look (0 = awake) */
+    int stop;
+
+    /* Token holder's scratch. */
+    homa_io_sock *poll_io[64];
+    homa_io_sock **poll_list;
+    int poll_n;
+    int poll_cap;
+    homa_io_rx rx[RX_CHUNK];
+
+    homa_driver_counters extra; /* runtime-level, and closed sockets' */
+};
+
+#define RT_CTR_ADD(rt, field, n)                                                                   \
+    __atomic_fetch_add(&(rt)->extra.field, (uint64_t)(n), __ATOMIC_RELAXED)
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t min_u64(uint64_t a, uint64_t b)
+{
+    return a < b ? a : b;
+}
+
+static void abs_timespec(uint64_t t, struct timespec *ts)
+{
+    ts->tv_sec = (time_t)(t / 1000000000ull);
+    ts->tv_nsec = (long)(t % 1000000000ull);
+}
+
+/* Waits on cond until signalled or monotonic time `until` (UINT64_MAX = no
+ * limit).  The condition variables use CLOCK_MONOTONIC. */
+static void cond_wait_until(pthread_cond_t *c, pthread_mutex_t *m, uint64_t until)
+{
+    if (until == UINT64_MAX) {
+        pthread_cond_wait(c, m);
+    } else {
+        struct timespec ts;
+        abs_timespec(until, &ts);
+        pthread_cond_timedwait(c, m, &ts);
+    }
+}
+
+static void cond_init_mono(pthread_cond_t *c)
+{
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(c, &a);
+    pthread_condattr_destroy(&a);
+}
+
+static void wake_poller(homa_runtime *rt)
+{
+    uint64_t one = 1;
+    RT_CTR_ADD(rt, wakeups, 1);
+    ssize_t r = write(rt->wake_efd, &one, sizeof(one));
+    (void)r;
+}
+
+static void drain_efd(int fd)
+{
+    uint64_t v;
+    ssize_t r = read(fd, &v, sizeof(v));
+    (void)r;
+}
+
+/* --------------------------------------------------------- engine hooks */
+
+static uint64_t rt_random(void *ctx)
+{
+    (void)ctx;
+    uint64_t v = 0;
+    if (getrandom(&v, sizeof(v), 0) != (ssize_t)sizeof(v))
+        v = now_ns() * 0x9E3779B97F4A7C15ull;
+    return v;
+}
+
+/* Called by the engine (so under rt->lock) when a message or a failure is
+ * ready on `port`. */
+static void rt_ready(void *ctx, uint16_t port)
+{
+    homa_runtime *rt = ctx;
+    homa_socket *s = rt->port_map[port];
+    if (s == NULL)
+        return;
+    s->ready_gen++;
+    for (struct waiter *w = rt->waiters; w != NULL; w = w->next) {
+        if (w->sock != s)
+            continue;
+        if (w->sleeping)
+            pthread_cond_signal(&w->cond);
+        else if (rt->poller_w == w && rt->poller_sleeping)
+            wake_poller(rt); /* e.g. a timeout found by the bg thread */
+    }
+    if (s->efd >= 0 && !s->efd_armed) {
+        uint64_t one = 1;
+        ssize_t r = write(s->efd, &one, sizeof(one));
+        (void)r;
+        s->efd_armed = 1;
+    }
+}
+
+/* Tells the background thread if the engine now needs it earlier than it
+ * planned to wake. */
+static uint64_t driver_deadline(homa_runtime *rt);
+
+static void check_deadline(homa_runtime *rt)
+{
+    if (rt->bg_armed != 0 &&
+        min_u64(homa_engine_next_deadline(rt->eng), driver_deadline(rt)) < rt->bg_armed) {
+        rt->bg_armed = 0;
+        pthread_cond_signal(&rt->bg_cond);
+    }
+}
+
+static void notify_state(homa_runtime *rt)
+{
+    if (rt->state_waiters > 0)
+        pthread_cond_broadcast(&rt->state_cond);
+}
+
+/* ------------------------------------------------------------- transmit */
+
+static uint64_t driver_deadline(homa_runtime *rt)
+{
+    uint64_t d = UINT64_MAX;
+    if (rt->io_opts.faults == NULL)
+        return d; /* only fault injection holds packets back */
+    for (homa_socket *s = rt->socks; s != NULL; s = s->next)
+        d = min_u64(d, rt->io->next_deadline(s->io));
+    return d;
+}
+
+/* Sends packets that fault injection delayed and whose time has come.
+ * Called from tx_run (tx_busy set, lock held; dropped around the sends). */
+static void tx_flush_held(homa_runtime *rt)
+{
+    uint64_t now = now_ns();
+    homa_io_sock *due[64];
+    int n = 0;
+    for (homa_socket *s = rt->socks; s != NULL && n < 64; s = s->next)
+        if (rt->io->next_deadline(s->io) <= now)
+            due[n++] = s->io;
+    if (n == 0)
+        return;
+    pthread_mutex_unlock(&rt->lock);
+    for (int i = 0; i < n; i++)
+        rt->io->flush(due[i], now);
+    pthread_mutex_lock(&rt->lock);
+}
+
+/* Pulls packets from the engine and transmits them until it has nothing
+ * more to send now.  Called with rt->lock held; drops it around the system
+ * calls.  If another thread is already transmitting, it will pull whatever
+ * we added, so we return at once. */
+static void tx_run(homa_runtime *rt)
+{
+    if (rt->tx_busy)
+        return;
+    rt->tx_busy = 1;
+    for (;;) {
+        uint64_t now = now_ns();
+        int n = homa_engine_pull(rt->eng, now, rt->tx_pkts, TX_PULL);
+        if (n <= 0)
+            break;
+        /* Resolve each run of packets to its socket while locked: the
+         * socket can't go away until tx_busy is cleared. */
+        homa_io_sock *ios[TX_PULL];
+        for (int i = 0; i < n; i++) {
+            homa_socket *s = rt->port_map[rt->tx_pkts[i].sport];
+            ios[i] = s ? s->io : NULL;
+        }
+        pthread_mutex_unlock(&rt->lock);
+        int i = 0;
+        while (i < n) {
+            int j = i + 1;
+            while (j < n && ios[j] == ios[i])
+                j++;
+            if (ios[i] != NULL)
+                rt->io->send(ios[i], now, &rt->tx_pkts[i], j - i);
+            i = j;
+        }
+        pthread_mutex_lock(&rt->lock);
+        homa_engine_pull_done(rt->eng);
+    }
+    if (rt->io_opts.faults != NULL)
+        tx_flush_held(rt);
+    rt->tx_busy = 0;
+    notify_state(rt);
+}
+
+/* Runs due engine timers and due fault-injection releases. */
+static void run_timers(homa_runtime *rt, uint64_t now)
+{
+    if (homa_engine_next_deadline(rt->eng) <= now) {
+        homa_engine_timer(rt->eng, now);
+        tx_run(rt);
+    } else if (driver_deadline(rt) <= now) {
+        tx_run(rt);
+    }
+}
+
+
+/* ------------------------------------------------------------- receive */
+
+/* Refreshes the token holder's list of driver sockets.  Lock held. */
+static void poll_snapshot(homa_runtime *rt)
+{
+    if (rt->poller_gen == rt->socks_gen && rt->poll_list != NULL)
+        return;
+    if (rt->nsocks > rt->poll_cap) {
+        int cap = rt->nsocks * 2;
+        homa_io_sock **l = rt->poll_list == rt->poll_io ? NULL : rt->poll_list;
+        l = realloc(l, sizeof(*l) * (size_t)cap);
+        if (l == NULL)
+            return; /* keep the old (smaller) list; retry next pass */
+        rt->poll_list = l;
+        rt->poll_cap = cap;
+    } else if (rt->poll_list == NULL) {
+        rt->poll_list = rt->poll_io;
+        rt->poll_cap = (int)(sizeof(rt->poll_io) / sizeof(rt->poll_io[0]));
+    }
+    int n = 0;
+    for (homa_socket *s = rt->socks; s != NULL && n < rt->poll_cap; s = s->next)
+        rt->poll_list[n++] = s->io;
+    rt->poll_n = n;
+    rt->poller_gen = rt->socks_gen;
+    notify_state(rt);
+}
+
+/* One pass over every socket: reads what is there without blocking, feeds
+ * the engine, transmits what that produced.  Called by the token holder
+ * with rt->lock held (dropped around system calls).  Returns the number of
+ * packets received. */
+static int poll_pass(homa_runtime *rt)
+{
+    int total = 0;
+    poll_snapshot(rt);
+    int n_socks = rt->poll_n;
+    for (int k = 0; k < n_socks; k++) {
+        homa_io_sock *io = rt->poll_list[k];
+        int got = 0;
+        while (got < RX_BUDGET) {
+            pthread_mutex_unlock(&rt->lock);
+            uint64_t now = now_ns();
+            int n = rt->io->recv(io, now, rt->rx, RX_CHUNK);
+            pthread_mutex_lock(&rt->lock);
+            if (n <= 0)
+                break;
+            for (int i = 0; i < n; i++)
+                homa_engine_input(rt->eng, now, &rt->rx[i].src, rt->rx[i].data, rt->rx[i].len);
+            got += n;
+            tx_run(rt);
+            if (n < RX_CHUNK)
+                break;
+        }
+        total += got;
+    }
+    if (total > 0)
+        check_deadline(rt);
+    return total;
+}
+
+/* Sleeps in epoll until a socket is readable, the wake eventfd fires, or
+ * monotonic time `until`.  Lock held on entry and exit. */
+static void poll_sleep(homa_runtime *rt, uint64_t until)
+{
+    uint64_t now = now_ns();
+    if (until <= now)
+        return;
+    rt->poller_sleeping = 1;
+    notify_state(rt);
+    pthread_mutex_unlock(&rt->lock);
+    struct epoll_event ev[MAX_EVENTS];
+    RT_CTR_ADD(rt, poll_syscalls, 1);
+    int r;
+    if (until == UINT64_MAX) {
+        r = epoll_wait(rt->epfd, ev, MAX_EVENTS, -1);
+    } else {
+        uint64_t d = until - now;
+        struct timespec ts = {(time_t)(d / 1000000000ull), (long)(d % 1000000000ull)};
+        r = epoll_pwait2(rt->epfd, ev, MAX_EVENTS, &ts, NULL);
+        if (r < 0 && errno == ENOSYS)
+            r = epoll_wait(rt->epfd, ev, MAX_EVENTS, (int)((d + 999999) / 1000000));
+    }
+    for (int i = 0; i < r; i++)
+        if (ev[i].data.ptr == NULL)
+            drain_efd(rt->wake_efd);
+    pthread_mutex_lock(&rt->lock);
+    rt->poller_sleeping = 0;
+}
+
+/* Hands the poll token to a thread waiting for it, if any.  Lock held. */
+static void pass_token(homa_runtime *rt)
+{
+    rt->poller = POLLER_NONE;
+    rt->poller_w = NULL;
+    notify_state(rt);
+    if (rt->token_waiters == 0)
+        return;
+    for (struct waiter *w = rt->waiters; w != NULL; w = w->next) {
+        if (w->sleeping) {
+            pthread_cond_signal(&w->cond);
+            return;
+        }
+    }
+}
+
+/* The token holder's loop inside homa_recv: polls until a message may be
+ * ready for w's socket, the deadline passes, or the socket closes. */
+static void app_poll(homa_runtime *rt, struct waiter *w, uint64_t deadline)
+{
+    homa_socket *s = w->sock;
+    uint64_t gen0 = s->ready_gen;
+    uint64_t spin_end = now_ns() + rt->busy_poll_ns;
+    for (;;) {
+        int n = poll_pass(rt);
+        if (s->ready_gen != gen0 || s->closing || rt->stop)
+            return;
+        uint64_t now = now_ns();
+        run_timers(rt, now);
+        if (s->ready_gen != gen0)
+            return;
+        if (now >= deadline)
+            return;
+        if (n > 0) {
+            spin_end = now + rt->busy_poll_ns;
+            continue;
+        }
+        if (now < spin_end)
+            continue;
+        /* Engine timers are the background thread's job; we only wake for
+         * our own deadline and for packets held by fault injection. */
+        poll_sleep(rt, min_u64(deadline, driver_deadline(rt)));
+        if (s->ready_gen != gen0)
+            return;
+        spin_end = now_ns() + rt->busy_poll_ns;
+    }
+}
+
+/* ---------------------------------------------------- background thread */
+
+static void bg_poll(homa_runtime *rt)
+{
+    for (;;) {
+        int n = poll_pass(rt);
+        if (rt->stop || rt->token_waiters > 0)
+            return;
+        uint64_t now = now_ns();
+        run_timers(rt, now);
+        if (rt->nexported == 0 && rt->last_app_poll + rt->grace_ns > now)
+            return; /* an application thread polled recently: let it */
+        if (n > 0)
+            continue;
+        uint64_t until = min_u64(homa_engine_next_deadline(rt->eng), driver_deadline(rt));
+        poll_sleep(rt, until);
+        if (rt->stop || rt->token_waiters > 0)
+            return;
+    }
+}
+
+static void *bg_main(void *arg)
+{
+    homa_runtime *rt = arg;
+    /* Timer and pacer deadlines are microseconds apart: don't let the
+     * kernel's default 50 us timer slack blur them. */
+    prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+    pthread_mutex_lock(&rt->lock);
+    while (!rt->stop) {
+        uint64_t now = now_ns();
+        run_timers(rt, now);
+        int app_recent = rt->last_app_poll + rt->grace_ns > now;
+        if (rt->poller == POLLER_NONE && rt->nsocks > 0 && rt->token_waiters == 0 &&
+            (rt->nexported > 0 || !app_recent)) {
+            rt->poller = POLLER_BG;
+            bg_poll(rt);
+            pass_token(rt);
+            continue;
+        }
+        uint64_t wake = min_u64(homa_engine_next_deadline(rt->eng), driver_deadline(rt));
+        /* While the application is active, look every tick whether it has
+         * stopped polling; after a second of idleness sleep until the
+         * engine needs us (homa_recv's exit signals us then). */
+        if (rt->nsocks > 0 && (rt->poller == POLLER_APP || now - rt->last_app_poll < IDLE_AFTER_NS))
+            wake = min_u64(wake, (rt->poller == POLLER_NONE ? rt->last_app_poll : now) +
+                                     rt->grace_ns);
+        rt->bg_armed = wake == 0 ? 1 : wake;
+        cond_wait_until(&rt->bg_cond, &rt->lock, wake);
+        rt->bg_armed = 0;
+    }
+    pthread_mutex_unlock(&rt->lock);
+    return NULL;
+}
+
+/* -------------------------------------------------------------- options */
+
+void homa_runtime_options_default(homa_runtime_options *opts)
+{
+    memset(opts, 0, sizeof(*opts));
+    homa_config_default(&opts->config);
+    opts->busy_poll_us = 50;
+    opts->faults.delay_us = 1000;
+}
+
+/* Largest MTU among the interfaces that are up. */
+static uint32_t host_mtu(void)
+{
+    uint32_t best = 0;
+    struct if_nameindex *ifs = if_nameindex();
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (ifs != NULL && fd >= 0) {
+        for (struct if_nameindex *i = ifs; i->if_index != 0; i++) {
+            struct ifreq ifr;
+            memset(&ifr, 0, sizeof(ifr));
+            snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", i->if_name);
+            if (ioctl(fd, SIOCGIFFLAGS, &ifr) != 0 || !(ifr.ifr_flags & IFF_UP))
+                continue;
+            if (ioctl(fd, SIOCGIFMTU, &ifr) == 0 && ifr.ifr_mtu > 0 && (uint32_t)ifr.ifr_mtu > best)
+                best = (uint32_t)ifr.ifr_mtu;
+        }
+    }
+    if (fd >= 0)
+        close(fd);
+    if (ifs != NULL)
+        if_freenameindex(ifs);
+    return best ? best : 1500;
+}
+
+/* Payload per DATA packet for a path MTU: IPv6 (40) + UDP (8) + Homa DATA
+ * header (56) per packet, and never more than the largest UDP datagram
+ * IPv4 can carry (65,507 bytes). */
+static uint32_t payload_for_mtu(uint32_t mtu)
+{
+    uint32_t p = mtu > 104 + 64 ? mtu - 104 : 64;
+    if (p > 65507 - 56)
+        p = 65507 - 56;
+    return p;
+}
+
+static int env_options(homa_runtime_options *o)
+{
+    const char *v = getenv("HOMA_FAULTS");
+    if (v != NULL && v[0] != '\0') {
+        char err[160];
+        if (homa_faults_parse(v, &o->faults, err, sizeof(err)) != 0) {
+            fprintf(stderr, "libhoma: HOMA_FAULTS=\"%s\": %s\n", v, err);
+            return HOMA_ERR_INVAL;
+        }
+    }
+    v = getenv("HOMA_PCAP");
+    if (v != NULL && v[0] != '\0')
+        o->pcap_path = v;
+    v = getenv("HOMA_MTU");
+    if (v != NULL && v[0] != '\0' && o->mtu == 0) {
+        char *end;
+        unsigned long m = strtoul(v, &end, 10);
+        if (*end != '\0' || m < 576 || m > 65536) {
+            fprintf(stderr, "libhoma: HOMA_MTU=\"%s\": expected a number in 576..65536\n", v);
+            return HOMA_ERR_INVAL;
+        }
+        o->mtu = (uint32_t)m;
+    }
+    return 0;
+}
+
+/* -------------------------------------------------------------- runtime */
+
+int homa_runtime_create(const homa_runtime_options *opts_in, homa_runtime **out)
+{
+    homa_runtime_options o;
+    if (opts_in != NULL)
+        o = *opts_in;
+    else
+        homa_runtime_options_default(&o);
+    if (!(o.flags & HOMA_RT_IGNORE_ENV)) {
+        int rc = env_options(&o);
+        if (rc != 0)
+            return rc;
+    }
+    homa_runtime *rt = calloc(1, sizeof(*rt));
+    if (rt == NULL)
+        return HOMA_ERR_NOMEM;
+    rt->port_map = calloc(65536, sizeof(*rt->port_map));
+    if (rt->port_map == NULL) {
+        free(rt);
+        return HOMA_ERR_NOMEM;
+    }
+    rt->cfg = o.config;
+    rt->cfg.max_payload = o.max_payload ? o.max_payload
+                                        : payload_for_mtu(o.mtu ? o.mtu : host_mtu());
+    rt->cfg.link_bps = o.link_bps;
+    rt->busy_poll_ns = (uint64_t)o.busy_poll_us * 1000u;
+    rt->grace_ns = rt->cfg.tick_ns > 100000 ? rt->cfg.tick_ns : 100000;
+    rt->faults = o.faults;
+    rt->io = &homa_udp_ops;
+    rt->io_opts.flags = o.flags & (HOMA_IO_NO_GSO | HOMA_IO_NO_GRO);
+    rt->io_opts.faults = homa_faults_none(&rt->faults) ? NULL : &rt->faults;
+    rt->epfd = -1;
+    rt->wake_efd = -1;
+    pthread_mutex_init(&rt->lock, NULL);
+    cond_init_mono(&rt->bg_cond);
+    cond_init_mono(&rt->state_cond);
+
+    int rc;
+    if (o.pcap_path != NULL) {
+        rc = homa_pcap_open(o.pcap_path, &rt->pcap);
+        if (rc != 0) {
+            fprintf(stderr, "libhoma: cannot write pcap file %s: %s\n", o.pcap_path,
+                    strerror(errno));
+            goto fail;
+        }
+        rt->io_opts.pcap = rt->pcap;
+    }
+    homa_engine_ops ops = {.ctx = rt, .random = rt_random, .want_tx = NULL, .ready = rt_ready};
+    rc = homa_engine_create(&rt->cfg, &ops, &rt->eng);
+    if (rc != 0)
+        goto fail;
+    rt->cfg = *homa_engine_config(rt->eng);
+    rt->epfd = epoll_create1(EPOLL_CLOEXEC);
+    rt->wake_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    rc = HOMA_ERR_IO;
+    if (rt->epfd < 0 || rt->wake_efd < 0)
+        goto fail;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
+    if (epoll_ctl(rt->epfd, EPOLL_CTL_ADD, rt->wake_efd, &ev) != 0)
+        goto fail;
+    if (pthread_create(&rt->bg, NULL, bg_main, rt) != 0)
+        goto fail;
+    rt->bg_started = 1;
+    *out = rt;
+    return 0;
+
+fail:
+    if (rt->eng != NULL)
+        homa_engine_destroy(rt->eng);
+    if (rt->epfd >= 0)
+        close(rt->epfd);
+    if (rt->wake_efd >= 0)
+        close(rt->wake_efd);
+    homa_pcap_close(rt->pcap);
+    pthread_cond_destroy(&rt->bg_cond);
+    pthread_cond_destroy(&rt->state_cond);
+    pthread_mutex_destroy(&rt->lock);
+    free(rt->port_map);
+    free(rt);
+    return rc;
+}
+
+static homa_runtime *default_rt;
+static int default_rc;
+static pthread_once_t default_once = PTHREAD_ONCE_INIT;
+
+static void default_init(void)
+{
+    default_rc = homa_runtime_create(NULL, &default_rt);
+}
+
+int homa_runtime_default(homa_runtime **out)
+{
+    pthread_once(&default_once, default_init);
+    if (default_rc == 0)
+        *out = default_rt;
+    return default_rc;
+}
+
+const homa_config *homa_runtime_config(const homa_runtime *rt)
+{
+    return &rt->cfg;
+}
+
+void homa_runtime_destroy(homa_runtime *rt)
+{
+    if (rt == NULL)
+        return;
+    while (rt->socks != NULL)
+        homa_socket_close(rt->socks);
+    pthread_mutex_lock(&rt->lock);
+    rt->stop = 1;
+    pthread_cond_signal(&rt->bg_cond);
+    wake_poller(rt);
+    pthread_mutex_unlock(&rt->lock);
+    if (rt->bg_started)
+        pthread_join(rt->bg, NULL);
+    homa_engine_destroy(rt->eng);
+    close(rt->epfd);
+    close(rt->wake_efd);
+    if (rt->pcap != NULL)
+        homa_pcap_close(rt->pcap);
+    if (rt->poll_list != rt->poll_io)
+        free(rt->poll_list);
+    pthread_cond_destroy(&rt->bg_cond);
+    pthread_cond_destroy(&rt->state_cond);
+    pthread_mutex_destroy(&rt->lock);
+    free(rt->port_map);
+    free(rt);
+}
+
+void homa_runtime_counters(homa_runtime *rt, homa_counters *engine, homa_driver_counters *driver)
+{
+    pthread_mutex_lock(&rt->lock);
+    if (engine != NULL)
+        homa_engine_counters(rt->eng, engine);
+    if (driver != NULL) {
+        memset(driver, 0, sizeof(*driver));
+#define HOMA_SUM_CTR(name, desc)                                                                   \
+    driver->name = __atomic_load_n(&rt->extra.name, __ATOMIC_RELAXED);
+        HOMA_DRIVER_COUNTER_LIST(HOMA_SUM_CTR)
+#undef HOMA_SUM_CTR
+        for (homa_socket *s = rt->socks; s != NULL; s = s->next)
+            rt->io->counters(s->io, driver);
+    }
+    pthread_mutex_unlock(&rt->lock);
+}
+
+#define HOMA_DRV_NAME(name, desc) #name,
+#define HOMA_DRV_DESC(name, desc) desc,
+static const char *const drv_names[] = {HOMA_DRIVER_COUNTER_LIST(HOMA_DRV_NAME)};
+static const char *const drv_descs[] = {HOMA_DRIVER_COUNTER_LIST(HOMA_DRV_DESC)};
+#undef HOMA_DRV_NAME
+#undef HOMA_DRV_DESC
+
+size_t homa_driver_counter_count(void)
+{
+    return sizeof(drv_names) / sizeof(drv_names[0]);
+}
+
+const char *homa_driver_counter_name(size_t i)
+{
+    return i < homa_driver_counter_count() ? drv_names[i] : NULL;
+}
+
+const char *homa_driver_counter_desc(size_t i)
+{
+    return i < homa_driver_counter_count() ? drv_descs[i] : NULL;
+}
+
+/* -------------------------------------------------------------- sockets */
+
+static void req_free_all(homa_socket *s);
+
+int homa_socket_bind(homa_runtime *rt, const homa_endpoint *local, homa_socket **out)
+{
+    if (local == NULL || out == NULL)
+        return HOMA_ERR_INVAL;
+    if (rt == NULL) {
+        int rc = homa_runtime_default(&rt);
+        if (rc != 0)
+            return rc;
+    }
+    homa_socket *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return HOMA_ERR_NOMEM;
+    s->rt = rt;
+    s->efd = -1;
+    int rc = rt->io->open(local, &rt->io_opts, &s->io);
+    if (rc != 0) {
+        free(s);
+        return rc;
+    }
+    rt->io->local(s->io, &s->local);
+    s->port = s->local.port;
+    pthread_mutex_lock(&rt->lock);
+    rc = rt->stop ? HOMA_ERR_SHUTDOWN : homa_engine_port_open(rt->eng, s->port);
+    if (rc == 0) {
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = s};
+        if (epoll_ctl(rt->epfd, EPOLL_CTL_ADD, rt->io->fd(s->io), &ev) != 0) {
+            homa_engine_port_close(rt->eng, now_ns(), s->port);
+            rc = HOMA_ERR_IO;
+        }
+    }
+    if (rc != 0) {
+        pthread_mutex_unlock(&rt->lock);
+        rt->io->close(s->io);
+        free(s);
+        return rc;
+    }
+    rt->port_map[s->port] = s;
+    s->next = rt->socks;
+    rt->socks = s;
+    rt->nsocks++;
+    rt->socks_gen++;
+    /* A new socket may need the background thread as its poller. */
+    pthread_cond_signal(&rt->bg_cond);
+    pthread_mutex_unlock(&rt->lock);
+    *out = s;
+    return 0;
+}
+
+int homa_socket_open(homa_runtime *rt, uint16_t port, homa_socket **out)
+{
+    homa_endpoint any;
+    memset(&any, 0, sizeof(any));
+    any.port = port;
+    return homa_socket_bind(rt, &any, out);
+}
+
+void homa_socket_close(homa_socket *s)
+{
+    if (s == NULL)
+        return;
+    homa_runtime *rt = s->rt;
+    pthread_mutex_lock(&rt->lock);
+    s->closing = 1;
+    for (homa_socket **pp = &rt->socks; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == s) {
+            *pp = s->next;
+            break;
+        }
+    }
+    rt->nsocks--;
+    rt->socks_gen++;
+    rt->port_map[s->port] = NULL;
+    if (s->efd >= 0)
+        rt->nexported--;
+    epoll_ctl(rt->epfd, EPOLL_CTL_DEL, rt->io->fd(s->io), NULL);
+    homa_engine_port_close(rt->eng, now_ns(), s->port);
+    for (struct waiter *w = rt->waiters; w != NULL; w = w->next)
+        if (w->sock == s && w->sleeping)
+            pthread_cond_signal(&w->cond);
+    /* Wait until nobody can still be using the driver socket: no thread in
+     * homa_recv on it, no transmission in flight, and the token holder has
+     * either picked up the new socket list or is asleep in epoll. */
+    rt->state_waiters++;
+    while (s->users > 0 || rt->tx_busy ||
+           (rt->poller != POLLER_NONE && rt->poller_gen != rt->socks_gen &&
+            !rt->poller_sleeping)) {
+        if (s->users > 0 && rt->poller != POLLER_NONE && rt->poller_sleeping)
+            wake_poller(rt); /* the token holder may be a user of s */
+        cond_wait_until(&rt->state_cond, &rt->lock, now_ns() + 10000000);
+    }
+    rt->state_waiters--;
+    homa_driver_counters c;
+    memset(&c, 0, sizeof(c));
+    rt->io->counters(s->io, &c);
+#define HOMA_KEEP_CTR(name, desc) RT_CTR_ADD(rt, name, c.name);
+    HOMA_DRIVER_COUNTER_LIST(HOMA_KEEP_CTR)
+#undef HOMA_KEEP_CTR
+    pthread_mutex_unlock(&rt->lock);
+    rt->io->close(s->io);
+    if (s->efd >= 0)
+        close(s->efd);
+    req_free_all(s);
+    free(s);
+}
+
+uint16_t homa_socket_port(const homa_socket *s)
+{
+    return s->port;
+}
+
+void homa_socket_local(const homa_socket *s, homa_endpoint *out)
+{
+    *out = s->local;
+}
+
+homa_runtime *homa_socket_runtime(const homa_socket *s)
+{
+    return s->rt;
+}
+
+int homa_socket_fd(homa_socket *s)
+{
+    homa_runtime *rt = s->rt;
+    pthread_mutex_lock(&rt->lock);
+    if (s->efd < 0) {
+        s->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (s->efd >= 0) {
+            /* Start readable: messages may already be waiting, and a
+             * spurious wake-up only costs one HOMA_ERR_AGAIN. */
+            uint64_t one = 1;
+            ssize_t r = write(s->efd, &one, sizeof(one));
+            (void)r;
+            s->efd_armed = 1;
+            rt->nexported++;
+            /* From now on the background thread polls at once: this
+             * application waits on the eventfd, not in homa_recv. */
+            pthread_cond_signal(&rt->bg_cond);
+        }
+    }
+    int fd = s->efd;
+    pthread_mutex_unlock(&rt->lock);
+    return fd < 0 ? HOMA_ERR_IO : fd;
+}
+
+/* ----------------------------------------------------------------- RPCs */
+
+static size_t req_bucket(const homa_socket *s, uint64_t id)
+{
+    return (size_t)((id * 0x9E3779B97F4A7C15ull) >> 20) & (s->reqs_buckets - 1);
+}
+
+/* Remembers an unanswered request.  Lock held.  On allocation failure the
+ * request can still be answered with homa_reply_msg(). */
+static void req_remember(homa_socket *s, const homa_msg *m)
+{
+    if (s->reqs_count >= s->reqs_buckets) {
+        size_t nb = s->reqs_buckets ? s->reqs_buckets * 2 : 64;
+        struct pending_req **t = calloc(nb, sizeof(*t));
+        if (t == NULL)
+            return;
+        size_t ob = s->reqs_buckets;
+        struct pending_req **old = s->reqs;
+        s->reqs = t;
+        s->reqs_buckets = nb;
+        for (size_t i = 0; i < ob; i++) {
+            while (old[i] != NULL) {
+                struct pending_req *r = old[i];
+                old[i] = r->next;
+                size_t b = req_bucket(s, r->id);
+                r->next = t[b];
+                t[b] = r;
+            }
+        }
+        free(old);
+    }
+    struct pending_req *r = malloc(sizeof(*r));
+    if (r == NULL)
+        return;
+    r->id = m->id;
+    r->peer = m->peer;
+    r->peer_port = m->peer_port;
+    size_t b = req_bucket(s, m->id);
+    r->next = s->reqs[b];
+    s->reqs[b] = r;
+    s->reqs_count++;
+}
+
+/* Finds (and with peer non-NULL, only that peer's) request id.  Returns the
+ * number of matches (so 2 = ambiguous); *found gets the first.  Lock held. */
+static int req_find(homa_socket *s, uint64_t id, const homa_addr *peer, uint16_t peer_port,
+                    struct pending_req ***found)
+{
+    int n = 0;
+    if (s->reqs_buckets == 0)
+        return 0;
+    for (struct pending_req **pp = &s->reqs[req_bucket(s, id)]; *pp != NULL; pp = &(*pp)->next) {
+        struct pending_req *r = *pp;
+        if (r->id != id)
+            continue;
+        if (peer != NULL &&
+            (r->peer_port != peer_port || memcmp(&r->peer, peer, sizeof(*peer)) != 0))
+            continue;
+        if (n++ == 0)
+            *found = pp;
+    }
+    return n;
+}
+
+static void req_forget(homa_socket *s, struct pending_req **pp)
+{
+    struct pending_req *r = *pp;
+    *pp = r->next;
+    free(r);
+    s->reqs_count--;
+}
+
+static void req_free_all(homa_socket *s)
+{
+    for (size_t i = 0; i < s->reqs_buckets; i++)
+        while (s->reqs[i] != NULL)
+            req_forget(s, &s->reqs[i]);
+    free(s->reqs);
+    s->reqs = NULL;
+    s->reqs_buckets = 0;
+}
+
+int homa_send(homa_socket *s, const homa_endpoint *dst, const void *buf, size_t len,
+              uint64_t cookie, uint64_t *id)
+{
+    if (s == NULL || dst == NULL || (buf == NULL && len > 0))
+        return HOMA_ERR_INVAL;
+    homa_runtime *rt = s->rt;
+    uint64_t rid = 0;
+    pthread_mutex_lock(&rt->lock);
+    int rc = s->closing ? HOMA_ERR_SHUTDOWN
+                        : homa_engine_send_request(rt->eng, now_ns(), s->port, &dst->addr,
+                                                   dst->port, buf, len, cookie, &rid);
+    if (rc == 0) {
+        tx_run(rt);
+        check_deadline(rt);
+    }
+    pthread_mutex_unlock(&rt->lock);
+    if (rc == 0 && id != NULL)
+        *id = rid;
+    return rc;
+}
+
+/* peer NULL: look the peer up by id alone. */
+static int reply_common(homa_socket *s, const homa_addr *peer, uint16_t peer_port, uint64_t id,
+                        const void *buf, size_t len)
+{
+    if (s == NULL || (buf == NULL && len > 0))
+        return HOMA_ERR_INVAL;
+    homa_runtime *rt = s->rt;
+    pthread_mutex_lock(&rt->lock);
+    int rc;
+    struct pending_req **pp = NULL;
+    int n = req_find(s, id, peer, peer_port, &pp);
+    if (s->closing) {
+        rc = HOMA_ERR_SHUTDOWN;
+    } else if (peer == NULL && n == 0) {
+        rc = HOMA_ERR_NOT_FOUND;
+    } else if (peer == NULL && n > 1) {
+        rc = HOMA_ERR_STATE;
+    } else {
+        homa_addr a = peer ? *peer : (*pp)->peer;
+        uint16_t p = peer ? peer_port : (*pp)->peer_port;
+        rc = homa_engine_send_reply(rt->eng, now_ns(), s->port, &a, p, id, buf, len);
+        /* Forget the request once answered, or once the engine says it can
+         * never be answered. */
+        if (n > 0 && (rc == 0 || rc == HOMA_ERR_NOT_FOUND || rc == HOMA_ERR_STATE))
+            req_forget(s, pp);
+        if (rc == 0) {
+            tx_run(rt);
+            check_deadline(rt);
+        }
+    }
+    pthread_mutex_unlock(&rt->lock);
+    return rc;
+}
+
+int homa_reply(homa_socket *s, uint64_t id, const void *buf, size_t len)
+{
+    return reply_common(s, NULL, 0, id, buf, len);
+}
+
+int homa_reply_msg(homa_socket *s, const homa_msg *req, const void *buf, size_t len)
+{
+    if (req == NULL)
+        return HOMA_ERR_INVAL;
+    return reply_common(s, &req->peer, req->peer_port, req->id, buf, len);
+}
+
+int homa_reply_to(homa_socket *s, const homa_endpoint *peer, uint64_t id, const void *buf,
+                  size_t len)
+{
+    if (peer == NULL)
+        return HOMA_ERR_INVAL;
+    return reply_common(s, &peer->addr, peer->port, id, buf, len);
+}
+
+int homa_abort(homa_socket *s, uint64_t id)
+{
+    if (s == NULL)
+        return HOMA_ERR_INVAL;
+    homa_runtime *rt = s->rt;
+    pthread_mutex_lock(&rt->lock);
+    int rc;
+    if (s->closing) {
+        rc = HOMA_ERR_SHUTDOWN;
+    } else if (id & 1) {
+        /* The engine has no way to drop a server RPC early; forgetting it
+         * here means no reply will ever be sent, and the engine frees it
+         * when the client times out. */
+        struct pending_req **pp = NULL;
+        rc = req_find(s, id, NULL, 0, &pp) > 0 ? 0 : HOMA_ERR_NOT_FOUND;
+        if (rc == 0)
+            req_forget(s, pp);
+    } else {
+        rc = homa_engine_abort(rt->eng, now_ns(), s->port, id);
+        if (rc == 0)
+            tx_run(rt);
+    }
+    pthread_mutex_unlock(&rt->lock);
+    return rc;
+}
+
+void homa_release(homa_socket *s, homa_msg *msg)
+{
+    if (s == NULL || msg == NULL || msg->handle == NULL)
+        return;
+    homa_runtime *rt = s->rt;
+    pthread_mutex_lock(&rt->lock);
+    if (!s->closing)
+        homa_engine_release(rt->eng, msg);
+    pthread_mutex_unlock(&rt->lock);
+    msg->handle = NULL;
+    msg->data = NULL;
+}
+
+/* engine_recv plus the failure convention of homa_recv.  Lock held. */
+static int try_recv(homa_runtime *rt, homa_socket *s, unsigned flags, uint64_t id, homa_msg *msg)
+{
+    int rc = homa_engine_recv(rt->eng, s->port, flags, id, msg);
+    if (rc != 0)
+        return rc;
+    if (msg->is_request)
+        req_remember(s, msg);
+    if (msg->error != 0) {
+        /* A failed RPC carries no data: free it now so callers that only
+         * check the return value don't leak it. */
+        int err = msg->error;
+        homa_engine_release(rt->eng, msg);
+        msg->handle = NULL;
+        msg->data = NULL;
+        msg->length = 0;
+        return err;
+    }
+    return 0;
+}
+
+int homa_recv(homa_socket *s, unsigned flags, uint64_t id, int64_t timeout_ns, homa_msg *msg)
+{
+    if (s == NULL || msg == NULL || (id == 0 && (flags & HOMA_RECV_ANY) == 0))
+        return HOMA_ERR_INVAL;
+    homa_runtime *rt = s->rt;
+    memset(msg, 0, sizeof(*msg));
+    uint64_t start = now_ns();
+    uint64_t deadline = timeout_ns < 0 ? UINT64_MAX : start + (uint64_t)timeout_ns;
+
+    pthread_mutex_lock(&rt->lock);
+    if (s->closing) {
+        pthread_mutex_unlock(&rt->lock);
+        return HOMA_ERR_SHUTDOWN;
+    }
+    int rc = try_recv(rt, s, flags, id, msg);
+    if (rc == HOMA_ERR_AGAIN && timeout_ns == 0 && rt->poller == POLLER_NONE) {
+        /* Non-blocking: one quick pass over the sockets if nobody else is
+         * polling, so a caller that polls in a loop still makes progress. */
+        struct waiter w = {.sock = s};
+        rt->poller = POLLER_APP;
+        rt->poller_w = &w;
+        poll_pass(rt);
+        run_timers(rt, now_ns());
+        pass_token(rt);
+        rt->last_app_poll = now_ns();
+        rc = try_recv(rt, s, flags, id, msg);
+    }
+    if (rc != HOMA_ERR_AGAIN || timeout_ns == 0) {
+        if (rc == HOMA_ERR_AGAIN && flags == HOMA_RECV_ANY && id == 0 && s->efd_armed) {
+            drain_efd(s->efd);
+            s->efd_armed = 0;
+        }
+        if (rc != 0 && rc != HOMA_ERR_AGAIN && id == 0 && msg->id == 0)
+            memset(msg, 0, sizeof(*msg));
+        pthread_mutex_unlock(&rt->lock);
+        return rc;
+    }
+
+    struct waiter w;
+    memset(&w, 0, sizeof(w));
+    w.sock = s;
+    cond_init_mono(&w.cond);
+    w.next = rt->waiters;
+    if (rt->waiters != NULL)
+        rt->waiters->prev = &w;
+    rt->waiters = &w;
+    s->users++;
+
+    for (;;) {
+        if (s->closing || rt->stop) {
+            rc = HOMA_ERR_SHUTDOWN;
+            break;
+        }
+        rc = try_recv(rt, s, flags, id, msg);
+        if (rc != HOMA_ERR_AGAIN)
+            break;
+        uint64_t now = now_ns();
+        if (now >= deadline)
+            break;
+        if (rt->poller == POLLER_NONE) {
+            rt->poller = POLLER_APP;
+            rt->poller_w = &w;
+            app_poll(rt, &w, deadline);
+            /* Keep the token while we re-check for our message. */
+            continue;
+        }
+        if (rt->poller_w == &w) {
+            app_poll(rt, &w, deadline);
+            continue;
+        }
+        /* Someone else polls: if it is the background thread, ask it to
+         * hand the token over; either way sleep until our message is ready
+         * or the token comes to us. */
+        rt->token_waiters++;
+        if (rt->poller == POLLER_BG && rt->poller_sleeping)
+            wake_poller(rt);
+        w.sleeping = 1;
+        cond_wait_until(&w.cond, &rt->lock, deadline);
+        w.sleeping = 0;
+        rt->token_waiters--;
+    }
+
+    if (rt->poller_w == &w) {
+        pass_token(rt);
+        rt->last_app_poll = now_ns();
+        /* The bg thread may be in a long sleep; it must take over polling
+         * a tick from now if the application doesn't come back. */
+        if (rt->bg_armed > rt->last_app_poll + 2 * rt->grace_ns) {
+            rt->bg_armed = 0;
+            pthread_cond_signal(&rt->bg_cond);
+        }
+    }
+    if (w.prev != NULL)
+        w.prev->next = w.next;
+    else
+        rt->waiters = w.next;
+    if (w.next != NULL)
+        w.next->prev = w.prev;
+    s->users--;
+    if (s->closing)
+        notify_state(rt);
+    pthread_mutex_unlock(&rt->lock);
+    pthread_cond_destroy(&w.cond);
+    if (rc != 0 && msg->id == 0)
+        memset(msg, 0, sizeof(*msg));
+    return rc;
+}
+
+int homa_call(homa_socket *s, const homa_endpoint *dst, const void *req, size_t len,
+              int64_t timeout_ns, homa_msg *resp)
+{
+    uint64_t id;
+    int rc = homa_send(s, dst, req, len, 0, &id);
+    if (rc != 0)
+        return rc;
+    rc = homa_recv(s, HOMA_RECV_RESPONSE, id, timeout_ns, resp);
+    if (rc == HOMA_ERR_AGAIN)
+        homa_abort(s, id);
+    return rc;
+}
