@@ -135,10 +135,14 @@ uint64_t vnet_now(const struct vnet *net);
 vnet_event_id vnet_at(struct vnet *net, uint64_t time, vnet_event_fn fn, void *arg);
 vnet_event_id vnet_after(struct vnet *net, uint64_t delay, vnet_event_fn fn, void *arg);
 /* Returns true if the event was pending and now never runs; false if it
- * already ran, was already cancelled, or id is 0/stale. */
+ * already ran, was already cancelled, or id is 0/stale.  Removal is lazy:
+ * the entry is dropped when its time is reached (the clock may then move
+ * to that time), so for a timeout reset on every packet prefer a periodic
+ * tick or a deadline checked when a timer fires. */
 bool vnet_cancel(struct vnet *net, vnet_event_id id);
 /* Run every event with time <= t, then set the clock to t (unless stopped
- * early by vnet_stop).  Returns the number of events processed. */
+ * early by vnet_stop).  Returns the number of events processed.  Not to be
+ * called from inside an event. */
 uint64_t vnet_run_until(struct vnet *net, uint64_t t);
 /* Run until no events are left or vnet_stop is called. */
 uint64_t vnet_run(struct vnet *net);

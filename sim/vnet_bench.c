@@ -51,7 +51,9 @@ static int pull(void *ctx, uint64_t now, struct vnet_pkt *pkt)
     pkt->len = h->len;
     memcpy(pkt->data, &h->seq, sizeof(h->seq));
     h->seq++;
-    if (h->mean_gap_ns > 0) h->next_send = now + (uint64_t)vnet_rng_exp(rng, h->mean_gap_ns);
+    /* Poisson packet arrivals into the host, served at line rate: when
+     * behind, packets go back to back until it catches up. */
+    if (h->mean_gap_ns > 0) h->next_send += (uint64_t)vnet_rng_exp(rng, h->mean_gap_ns);
     return 1;
 }
 

@@ -65,6 +65,10 @@ typedef struct homa_config {
     uint32_t max_ports;       /* cap on open ports; default 1,024 */
     uint32_t tombstone_ticks; /* completed server RPC ids remembered this long; default 2*timeout */
     uint32_t max_tombstones;  /* cap on remembered completed server RPC ids; default 65,536 */
+    /* A hole in an incoming message older than this many ticks is asked for
+     * again even while other data keeps arriving (default 5; 0 = only after
+     * resend_ticks of silence, as in Linux). */
+    uint32_t gap_resend_ticks;
 } homa_config;
 
 void homa_config_default(homa_config *cfg);

@@ -35,6 +35,7 @@ void homa_config_default(homa_config *cfg)
     cfg->max_ports = 1024;
     cfg->tombstone_ticks = 0; /* 0 = 2 * timeout_ticks */
     cfg->max_tombstones = 65536;
+    cfg->gap_resend_ticks = 5;
 }
 
 int homa_config_validate(const homa_config *c, const char **why)

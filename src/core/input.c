@@ -190,7 +190,7 @@ static int handle_data(struct homa_engine *eng, uint64_t now, const homa_addr *s
      * unscheduled amount. */
     uint32_t before = homa_in_outstanding(m);
     uint32_t added;
-    int res = homa_msgin_add(m, pkt->u.data.offset, pkt->u.data.payload, pkt->u.data.payload_len,
+    int res = homa_msgin_add(m, now, pkt->u.data.offset, pkt->u.data.payload, pkt->u.data.payload_len,
                              &added);
     uint32_t after = homa_in_outstanding(m);
     eng->ctr.incoming_bytes -= before - after;
@@ -425,6 +425,31 @@ static void peer_failed(struct homa_engine *eng, struct homa_peer *peer)
     }
 }
 
+#define HOMA_MAX_RESENDS_PER_TICK 16
+
+/* Asks for the missing ranges of rpc's incoming message below what we
+ * granted: the gaps old enough (all of them if `silent`) and, after
+ * silence, the tail. */
+static void request_missing(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t now,
+                            bool silent)
+{
+    struct homa_msgin *m = &rpc->in;
+    uint64_t age = (uint64_t)eng->cfg.gap_resend_ticks * eng->cfg.tick_ns;
+    int sent = 0;
+    for (uint32_t i = 0; i < m->num_gaps && sent < HOMA_MAX_RESENDS_PER_TICK; i++) {
+        struct homa_gap *g = &m->gaps[i];
+        if (g->start >= m->granted) break;
+        if (!silent && (age == 0 || now - g->at < age)) continue;
+        uint32_t end = g->end < m->granted ? g->end : m->granted;
+        send_resend(eng, rpc, g->start, end - g->start, resend_prio(eng, rpc, g->start));
+        g->at = now;
+        sent++;
+    }
+    if (silent && m->recv_end < m->granted && sent < HOMA_MAX_RESENDS_PER_TICK)
+        send_resend(eng, rpc, m->recv_end, m->granted - m->recv_end,
+                    resend_prio(eng, rpc, m->recv_end));
+}
+
 /* Per-RPC timer work; returns true if the peer must be declared dead. */
 static bool check_rpc(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t now)
 {
@@ -468,10 +493,14 @@ static bool check_rpc(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t no
         return false;
     }
     if (silent >= (uint64_t)c->timeout_ticks * c->tick_ns) return true;
+    /* Holes that persist while other data keeps flowing are asked for
+     * without waiting for silence: a long message would otherwise stall
+     * once its grant window is full of holes. */
+    if (m->active && m->num_gaps > 0 && c->gap_resend_ticks > 0 && silent < resend_after)
+        request_missing(eng, rpc, now, false);
     if (silent < resend_after || since_prod < resend_every) return false;
-    uint32_t s, e;
-    if (m->active && homa_msgin_first_missing(m, m->granted, &s, &e)) {
-        send_resend(eng, rpc, s, e - s, resend_prio(eng, rpc, s));
+    if (m->active && (m->num_gaps > 0 || m->recv_end < m->granted)) {
+        request_missing(eng, rpc, now, true);
         rpc->last_prodded = now;
     } else if (!m->active && !(rpc->id & 1)) {
         /* No response yet: ask for its start.  The server retransmits, says

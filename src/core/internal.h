@@ -50,6 +50,7 @@ static inline void hlist_del(struct hlist *n)
 /* ---- incoming message reassembly (msgin.c) ---- */
 struct homa_gap {
     uint32_t start, end; /* missing bytes [start, end) */
+    uint64_t at;         /* when it opened or was last asked for again */
 };
 
 #define HOMA_PRIO_NONE 0xff
@@ -76,8 +77,8 @@ int homa_msgin_init(struct homa_msgin *m, uint32_t length, uint32_t granted);
 void homa_msgin_destroy(struct homa_msgin *m);
 /* Copies the new bytes of [offset, offset+len) and updates the gaps.  The
  * caller has checked offset + len <= length.  *added gets the new byte count. */
-int homa_msgin_add(struct homa_msgin *m, uint32_t offset, const uint8_t *data, uint32_t len,
-                   uint32_t *added);
+int homa_msgin_add(struct homa_msgin *m, uint64_t now, uint32_t offset, const uint8_t *data,
+                   uint32_t len, uint32_t *added);
 static inline bool homa_msgin_complete(const struct homa_msgin *m)
 {
     return m->active && m->received == m->length;

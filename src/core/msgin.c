@@ -25,7 +25,8 @@ void homa_msgin_destroy(struct homa_msgin *m)
     memset(m, 0, sizeof(*m));
 }
 
-static int gap_insert(struct homa_msgin *m, uint32_t idx, uint32_t start, uint32_t end)
+static int gap_insert(struct homa_msgin *m, uint32_t idx, uint32_t start, uint32_t end,
+                      uint64_t at)
 {
     if (m->num_gaps == m->cap_gaps) {
         if (m->cap_gaps >= HOMA_MAX_GAPS) return -1;
@@ -38,6 +39,7 @@ static int gap_insert(struct homa_msgin *m, uint32_t idx, uint32_t start, uint32
     memmove(&m->gaps[idx + 1], &m->gaps[idx], (m->num_gaps - idx) * sizeof(*m->gaps));
     m->gaps[idx].start = start;
     m->gaps[idx].end = end;
+    m->gaps[idx].at = at;
     m->num_gaps++;
     return 0;
 }
@@ -48,8 +50,8 @@ static void gap_remove(struct homa_msgin *m, uint32_t idx)
     m->num_gaps--;
 }
 
-int homa_msgin_add(struct homa_msgin *m, uint32_t offset, const uint8_t *data, uint32_t len,
-                   uint32_t *added)
+int homa_msgin_add(struct homa_msgin *m, uint64_t now, uint32_t offset, const uint8_t *data,
+                   uint32_t len, uint32_t *added)
 {
     uint32_t end = offset + len;
     uint32_t got = 0;
@@ -62,7 +64,7 @@ int homa_msgin_add(struct homa_msgin *m, uint32_t offset, const uint8_t *data, u
     if (end > m->recv_end) {
         uint32_t s = offset > m->recv_end ? offset : m->recv_end;
         if (offset > m->recv_end &&
-            gap_insert(m, m->num_gaps, m->recv_end, offset) != 0)
+            gap_insert(m, m->num_gaps, m->recv_end, offset, now) != 0)
             return HOMA_MSGIN_NOMEM;
         memcpy(m->buf + s, data + (s - offset), end - s);
         got += end - s;
@@ -100,7 +102,7 @@ int homa_msgin_add(struct homa_msgin *m, uint32_t offset, const uint8_t *data, u
                 /* the packet splits the gap in two */
                 uint32_t old_end = g->end;
                 g->end = s;
-                if (gap_insert(m, i + 1, e, old_end) != 0) {
+                if (gap_insert(m, i + 1, e, old_end, g->at) != 0) {
                     /* cannot track the split: forget the copied bytes */
                     g->end = old_end;
                     got -= e - s;

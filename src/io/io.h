@@ -38,6 +38,10 @@ typedef struct homa_io_rx {
 typedef struct homa_io_opts {
     unsigned flags;
     const homa_faults *faults; /* NULL or all zero = none */
+    /* Separates the fault streams of sockets sharing one seed; derived from
+     * the socket's creation order (not its port, which may be ephemeral) so
+     * a seeded run is reproducible. */
+    uint64_t fault_salt;
     homa_pcap *pcap;           /* shared capture file, or NULL */
     uint32_t rcvbuf;           /* socket buffer sizes; 0 = driver default */
     uint32_t sndbuf;

@@ -235,8 +235,9 @@ static int udp_open(const homa_endpoint *local, const homa_io_opts *opts, homa_i
         setsockopt(s->fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &on, sizeof(on));
     }
     const homa_faults *f = opts ? opts->faults : NULL;
-    homa_fault_init(&s->txf, f, HOMA_FAULT_TX, s->local.port);
-    homa_fault_init(&s->rxf, f, HOMA_FAULT_RX, s->local.port);
+    uint64_t salt = opts ? opts->fault_salt : 0;
+    homa_fault_init(&s->txf, f, HOMA_FAULT_TX, salt);
+    homa_fault_init(&s->rxf, f, HOMA_FAULT_RX, salt);
 
     for (int i = 0; i < RX_BATCH; i++) {
         s->rx_iov[i].iov_base = s->rx_buf + (size_t)i * RX_BUF_SIZE;

@@ -20,6 +20,7 @@
 #include <net/if.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,6 +93,7 @@ struct homa_runtime {
     homa_socket **port_map; /* 65,536 entries */
     int nsocks;
     int nexported;       /* sockets whose eventfd was handed out */
+    uint64_t sockets_opened;
     uint64_t socks_gen;  /* bumped when the socket set changes */
     int epfd;
     int wake_efd;        /* wakes whichever thread sleeps in epoll */
@@ -451,8 +453,13 @@ static void app_poll(homa_runtime *rt, struct waiter *w, uint64_t deadline)
             spin_end = now + rt->busy_poll_ns;
             continue;
         }
-        if (now < spin_end)
+        if (now < spin_end) {
+            /* Spinning must not starve the thread we are waiting for when
+             * it shares our CPU (few cores, or a busy host): yielding is
+             * nearly free when nothing else is runnable here. */
+            sched_yield();
             continue;
+        }
         /* Engine timers are the background thread's job; we only wake for
          * our own deadline and for packets held by fault injection. */
         poll_sleep(rt, min_u64(deadline, driver_deadline(rt)));
@@ -776,7 +783,11 @@ int homa_socket_bind(homa_runtime *rt, const homa_endpoint *local, homa_socket *
         return HOMA_ERR_NOMEM;
     s->rt = rt;
     s->efd = -1;
-    int rc = rt->io->open(local, &rt->io_opts, &s->io);
+    pthread_mutex_lock(&rt->lock);
+    homa_io_opts io_opts = rt->io_opts;
+    io_opts.fault_salt = rt->sockets_opened++;
+    pthread_mutex_unlock(&rt->lock);
+    int rc = rt->io->open(local, &io_opts, &s->io);
     if (rc != 0) {
         free(s);
         return rc;

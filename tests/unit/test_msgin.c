@@ -18,7 +18,7 @@ static void init_src(void)
 
 static int add(struct homa_msgin *m, uint32_t off, uint32_t len, uint32_t *added)
 {
-    return homa_msgin_add(m, off, src + off, len, added);
+    return homa_msgin_add(m, 0, off, src + off, len, added);
 }
 
 static void homa_msgin_add__in_order(void **state)
@@ -139,7 +139,7 @@ static void homa_msgin_add__zero_length_message(void **state)
     assert_int_equal(homa_msgin_init(&m, 0, 0), 0);
     assert_true(homa_msgin_complete(&m));
     uint32_t a;
-    assert_int_equal(homa_msgin_add(&m, 0, NULL, 0, &a), HOMA_MSGIN_DUP);
+    assert_int_equal(homa_msgin_add(&m, 0, 0, NULL, 0, &a), HOMA_MSGIN_DUP);
     homa_msgin_destroy(&m);
 }
 

@@ -15,7 +15,8 @@ static inline uint8_t pattern(int idx, uint32_t i)
 
 void sc_fill(uint8_t *buf, uint32_t len, int idx)
 {
-    for (uint32_t i = 0; i < len; i++) buf[i] = pattern(idx, i);
+    for (uint32_t i = 0; i < len; i++)
+        buf[i] = pattern(idx, i);
     if (len >= 4) memcpy(buf, &idx, 4);
 }
 
@@ -126,7 +127,8 @@ void sc_init(struct scenario *sc, const struct vnet_config *ncfg, const homa_con
 
 void sc_destroy(struct scenario *sc)
 {
-    for (int i = 0; i < sc->n; i++) vhost_destroy(sc->h[i]);
+    for (int i = 0; i < sc->n; i++)
+        vhost_destroy(sc->h[i]);
     vnet_destroy(sc->net);
     free(sc->rpcs);
 }
@@ -194,8 +196,9 @@ bool sc_run(struct scenario *sc, uint64_t limit_ns)
 
 void sc_dump(const struct scenario *sc)
 {
-    fprintf(stderr, "scenario: seed %llu (replay with VNET_SEED=%llu), %d rpcs: %d ok, %d failed, "
-                    "%d verify errors, %d bad deliveries, t=%.3f ms\n",
+    fprintf(stderr,
+            "scenario: seed %llu (replay with VNET_SEED=%llu), %d rpcs: %d ok, %d failed, "
+            "%d verify errors, %d bad deliveries, t=%.3f ms\n",
             (unsigned long long)vnet_seed(sc->net), (unsigned long long)vnet_seed(sc->net),
             sc->nrpcs, sc->completed, sc->failed, sc->verify_errors, sc->bad_deliveries,
             vnet_now(sc->net) / 1e6);
@@ -206,7 +209,8 @@ void sc_dump(const struct scenario *sc)
         homa_engine_counters(sc->h[i]->eng, &c);
         uint64_t *dst = (uint64_t *)&t;
         const uint64_t *src = (const uint64_t *)&c;
-        for (size_t k = 0; k < homa_counter_count(); k++) dst[k] += src[k];
+        for (size_t k = 0; k < homa_counter_count(); k++)
+            dst[k] += src[k];
     }
     const uint64_t *v = (const uint64_t *)&t;
     for (size_t k = 0; k < homa_counter_count(); k++)

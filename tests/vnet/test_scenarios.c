@@ -166,8 +166,9 @@ static void scenario__short_message_preempts_long(void **state)
     uint64_t idle = short_latency(1, false);
     uint64_t other_sender = short_latency(1, true);
     uint64_t same_sender = short_latency(0, true);
-    fprintf(stderr, "short message one-way: idle %llu ns, behind 10 MB from another sender %llu "
-                    "ns, from the same sender %llu ns (packet time %llu ns)\n",
+    fprintf(stderr,
+            "short message one-way: idle %llu ns, behind 10 MB from another sender %llu "
+            "ns, from the same sender %llu ns (packet time %llu ns)\n",
             (unsigned long long)idle, (unsigned long long)other_sender,
             (unsigned long long)same_sender, (unsigned long long)PKT_NS);
     assert_true(other_sender <= idle + 3 * PKT_NS);
@@ -185,7 +186,8 @@ static void scenario__incast_respects_max_incoming(void **state)
     struct scenario sc;
     sc_init(&sc, &n, &h, 17);
     sc.reply_len = 8;
-    for (int i = 1; i <= 16; i++) sc_add_rpc(&sc, 0, i, 0, 1000000);
+    for (int i = 1; i <= 16; i++)
+        sc_add_rpc(&sc, 0, i, 0, 1000000);
     bool done = sc_run(&sc, 1000 * MS);
     if (!done) sc_dump(&sc);
     assert_true(done);
@@ -200,10 +202,11 @@ static void scenario__incast_respects_max_incoming(void **state)
     struct vnet_port_stats ps;
     vnet_get_port_stats(sc.net, vnet_host_tor(sc.net, 0), vnet_host_port(sc.net, 0), &ps);
     double busy = (double)ps.busy_ns / (double)last;
-    fprintf(stderr, "incast: incoming peak %llu B (bound %llu), bottleneck busy %.1f %% over "
-                    "%.3f ms, switch queue peak %llu B, drops %llu\n",
-            (unsigned long long)c.incoming_peak, (unsigned long long)bound, busy * 100,
-            last / 1e6, (unsigned long long)ps.max_occupancy, (unsigned long long)ps.drops);
+    fprintf(stderr,
+            "incast: incoming peak %llu B (bound %llu), bottleneck busy %.1f %% over "
+            "%.3f ms, switch queue peak %llu B, drops %llu\n",
+            (unsigned long long)c.incoming_peak, (unsigned long long)bound, busy * 100, last / 1e6,
+            (unsigned long long)ps.max_occupancy, (unsigned long long)ps.drops);
     assert_true(c.incoming_peak <= bound);
     assert_true(busy >= 0.90);
     sc_destroy(&sc);

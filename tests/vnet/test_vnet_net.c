@@ -350,6 +350,24 @@ static void evq__cancel(void **state)
     vnet_run(log.net);
     assert_int_equal(log.n, 3);
     assert_int_equal(vnet_events_processed(log.net), 3);
+    /* The queue may end with cancelled events, near or far; scheduling
+     * afterwards must still work in order. */
+    uint64_t t0 = vnet_now(log.net);
+    assert_true(vnet_cancel(log.net, vnet_at(log.net, t0 + 100, ev_cb, &a[0])));
+    assert_true(vnet_cancel(log.net, vnet_at(log.net, t0 + 5000000, ev_cb, &a[0])));
+    assert_int_equal(vnet_run(log.net), 0);
+    uint64_t t1 = vnet_now(log.net);
+    assert_true(t1 >= t0 && t1 <= t0 + 5000000);
+    vnet_after(log.net, 10, ev_cb, &a[1]);
+    vnet_after(log.net, 5, ev_cb, &a[2]);
+    vnet_after(log.net, 100000, ev_cb, &a[3]);
+    vnet_run(log.net);
+    assert_int_equal(log.n, 6);
+    assert_int_equal(log.ids[3], 2);
+    assert_int_equal(log.times[3], t1 + 5);
+    assert_int_equal(log.ids[4], 1);
+    assert_int_equal(log.times[4], t1 + 10);
+    assert_int_equal(log.times[5], t1 + 100000);
     vnet_destroy(log.net);
 }
 
