@@ -2,6 +2,14 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+uint64_t vhost_clock_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 homa_addr vhost_addr(int index)
 {
@@ -39,7 +47,9 @@ static void timer_fire(void *arg, uint64_t now)
     struct vhost *h = arg;
     h->timer_ev = 0;
     h->timer_at = UINT64_MAX;
+    uint64_t t0 = h->timing ? vhost_clock_ns() : 0;
     homa_engine_timer(h->eng, now);
+    if (h->timing) h->eng_ns += vhost_clock_ns() - t0;
     vnet_host_kick(h->net, h->index); /* the pacer or timers may have made packets */
     arm_timer(h);
 }
@@ -48,7 +58,9 @@ static int pull(void *ctx, uint64_t now, struct vnet_pkt *pkt)
 {
     struct vhost *h = ctx;
     homa_pkt_out o;
+    uint64_t t0 = h->timing ? vhost_clock_ns() : 0;
     int n = homa_engine_pull(h->eng, now, &o, 1);
+    if (h->timing) h->eng_ns += vhost_clock_ns() - t0;
     if (n == 0) {
         arm_timer(h); /* the pacer may want a wake-up */
         return 0;
@@ -69,7 +81,9 @@ static void deliver(void *ctx, uint64_t now, int src, const uint8_t *data, size_
     struct vhost *h = ctx;
     homa_addr a = vhost_addr(src);
     h->pkts_in++;
+    uint64_t t0 = h->timing ? vhost_clock_ns() : 0;
     homa_engine_input(h->eng, now, &a, data, len);
+    if (h->timing) h->eng_ns += vhost_clock_ns() - t0;
     arm_timer(h);
 }
 

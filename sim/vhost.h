@@ -10,6 +10,7 @@
 #ifndef HOMA_SIM_VHOST_H
 #define HOMA_SIM_VHOST_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <homa/engine.h>
@@ -32,7 +33,14 @@ struct vhost {
     vhost_ready_fn on_ready;
     void *app;
     uint64_t pkts_in, pkts_out;
+    /* When timing is set, eng_ns accumulates the wall time spent inside the
+     * engine calls this adapter makes (for engine cost measurements). */
+    bool timing;
+    uint64_t eng_ns;
 };
+
+/* CLOCK_MONOTONIC in ns (for timing engine calls). */
+uint64_t vhost_clock_ns(void);
 
 /* The engine address of host i (host index in the last four bytes). */
 homa_addr vhost_addr(int index);

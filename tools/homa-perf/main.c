@@ -12,6 +12,7 @@
 
 #include "json.h"
 #include "pattern.h"
+#include "wlgen.h"
 
 static const char usage_text[] =
     "usage:\n"
@@ -490,6 +491,60 @@ static int selftest(void)
             fails++;
         }
         a[i] ^= 1;
+    }
+    /* Workload buckets, calibration sizes and the best-case curve. */
+    static const char *const names[] = {"w1", "w2", "w3", "w4", "w5"};
+    for (int w = 0; w < 5; w++) {
+        wlgen g;
+        char err[256];
+        perf_result *r = malloc(sizeof(*r));
+        if (!r || wlgen_open(&g, names[w], NULL, PERF_MAX_MESSAGE, err, sizeof(err)) < 0) {
+            fprintf(stderr, "selftest: %s\n", r ? err : "out of memory");
+            free(r);
+            fails++;
+            continue;
+        }
+        perf_result_init(r);
+        wlgen_make_buckets(&g, r);
+        wlgen_cal_sizes(&g, r);
+        double total = 0;
+        for (int i = 0; i < r->nbuckets; i++) {
+            total += r->buckets[i].fraction;
+            if (r->buckets[i].hi <= r->buckets[i].lo ||
+                (i > 0 && r->buckets[i].lo != r->buckets[i - 1].hi))
+                fails++;
+        }
+        if (r->nbuckets < 2 || fabs(total - 1.0) > 1e-6 ||
+            r->buckets[r->nbuckets - 1].hi != g.max_size || r->ncal < 2 ||
+            r->cal[r->ncal - 1].size != g.max_size) {
+            fprintf(stderr, "selftest: %s buckets/calibration sizes wrong\n", names[w]);
+            fails++;
+        }
+        /* A synthetic calibration: best() must interpolate and be monotone. */
+        for (int i = 0; i < r->ncal; i++)
+            r->cal[i].min_ns = 10000 + r->cal[i].size;
+        double prev = 0;
+        perf_rng rng;
+        rng_seed(&rng, 1, 0);
+        for (int i = 0; i < 1000; i++) {
+            uint32_t s = wlgen_sample(&g, &rng);
+            if (s < 1 || s > g.max_size || perf_bucket_of(r, s) < 0 ||
+                s > r->buckets[perf_bucket_of(r, s)].hi ||
+                s <= r->buckets[perf_bucket_of(r, s)].lo ||
+                fabs(perf_best_ns(r, s) - (10000.0 + s)) > 1e-6 * (10000.0 + s)) {
+                fprintf(stderr, "selftest: %s sample %u misplaced\n", names[w], s);
+                fails++;
+                break;
+            }
+        }
+        for (uint32_t s = 1; s <= g.max_size; s = s * 2 + 1) {
+            double b = perf_best_ns(r, s);
+            if (b < prev) fails++;
+            prev = b;
+        }
+        perf_result_free(r);
+        free(r);
+        wlgen_close(&g);
     }
     printf("selftest: %s\n", fails ? "FAILED" : "ok");
     return fails ? 1 : 0;

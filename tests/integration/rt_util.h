@@ -1,0 +1,76 @@
+/* Helpers shared by the runtime tests: deterministic payloads that the
+ * receiver can verify byte by byte, a clock, and runtime options for fast
+ * tests. */
+#ifndef HOMA_TESTS_RT_UTIL_H
+#define HOMA_TESTS_RT_UTIL_H
+
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+#include <homa/homa.h>
+
+static inline uint64_t rt_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline uint64_t rt_mix(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    x ^= x >> 33;
+    return x;
+}
+
+/* Fills buf with a pattern determined by tag; the first 8 bytes (if room)
+ * hold the tag itself so a receiver can regenerate the rest. */
+static inline void rt_fill(uint8_t *buf, size_t len, uint64_t tag)
+{
+    size_t i = 0;
+    if (len >= 8) {
+        memcpy(buf, &tag, 8);
+        i = 8;
+    }
+    uint64_t x = rt_mix(tag);
+    for (; i < len; i++) {
+        if ((i & 7) == 0)
+            x = rt_mix(x + i);
+        buf[i] = (uint8_t)(x >> ((i & 7) * 8));
+    }
+}
+
+/* 1 if buf holds rt_fill(len, tag) (tag read from the buffer if len >= 8). */
+static inline int rt_check(const uint8_t *buf, size_t len, uint64_t *tag_out)
+{
+    uint64_t tag = 0;
+    if (len >= 8)
+        memcpy(&tag, buf, 8);
+    else if (tag_out != NULL)
+        tag = *tag_out;
+    size_t i = len >= 8 ? 8 : 0;
+    uint64_t x = rt_mix(tag);
+    for (; i < len; i++) {
+        if ((i & 7) == 0)
+            x = rt_mix(x + i);
+        if (buf[i] != (uint8_t)(x >> ((i & 7) * 8)))
+            return 0;
+    }
+    if (tag_out != NULL)
+        *tag_out = tag;
+    return 1;
+}
+
+/* Options for tests: environment ignored unless asked, fast timers. */
+static inline void rt_test_options(homa_runtime_options *o, int use_env)
+{
+    homa_runtime_options_default(o);
+    if (!use_env)
+        o->flags |= HOMA_RT_IGNORE_ENV;
+}
+
+#endif
