@@ -386,6 +386,7 @@ int perf_run_client(const perf_opts *o, const perf_addr *addr, perf_result *res)
     res->threads = o->threads;
     res->conns = o->proto == PERF_TCP ? (o->test == TEST_WORKLOAD ? o->conns : o->outstanding) : 0;
     res->verify = o->verify;
+    res->busy_poll_us = perf_busy_poll_us(o);
     if (o->test == TEST_WORKLOAD) {
         if (wlgen_open(&g, o->workload, o->data_dir, o->max_size, res->fatal, sizeof(res->fatal)) <
             0)

@@ -26,9 +26,11 @@
 /* How often server threads look at the stop flag. */
 #define SERVER_POLL_NS 50000000ll
 
-static void runtime_options(homa_runtime_options *ro, uint32_t max_message)
+/* busy_poll_us < 0 keeps the runtime's default. */
+static void runtime_options(homa_runtime_options *ro, uint32_t max_message, int busy_poll_us)
 {
     homa_runtime_options_default(ro);
+    if (busy_poll_us >= 0) ro->busy_poll_us = (uint32_t)busy_poll_us;
     if (max_message > ro->config.max_message_length) ro->config.max_message_length = max_message;
 }
 
@@ -38,13 +40,13 @@ static pthread_mutex_t client_rt_lock = PTHREAD_MUTEX_INITIALIZER;
 static homa_runtime *client_rt;
 static int client_rt_refs;
 
-static int client_rt_get(homa_runtime **out, char *err, size_t errlen)
+static int client_rt_get(int busy_poll_us, homa_runtime **out, char *err, size_t errlen)
 {
     pthread_mutex_lock(&client_rt_lock);
     int rc = 0;
     if (!client_rt) {
         homa_runtime_options ro;
-        runtime_options(&ro, SERVER_MAX_MESSAGE);
+        runtime_options(&ro, SERVER_MAX_MESSAGE, busy_poll_us);
         rc = homa_runtime_create(&ro, &client_rt);
         if (rc < 0) {
             snprintf(err, errlen, "homa_runtime_create: %s", homa_strerror(rc));
@@ -148,7 +150,8 @@ static const pt_client_ops hclient_ops = {
     .destroy = hclient_destroy,
 };
 
-int homa_client_create(const perf_addr *addr, pt_client **out, char *err, size_t errlen)
+int homa_client_create(const perf_addr *addr, int busy_poll_us, pt_client **out, char *err,
+                       size_t errlen)
 {
     hclient *c = calloc(1, sizeof(*c));
     if (!c) return -ENOMEM;
@@ -160,7 +163,7 @@ int homa_client_create(const perf_addr *addr, pt_client **out, char *err, size_t
         return rc;
     }
     homa_runtime *rt = NULL;
-    rc = client_rt_get(&rt, err, errlen);
+    rc = client_rt_get(busy_poll_us, &rt, err, errlen);
     if (rc < 0) {
         free(c);
         return rc;
@@ -224,7 +227,8 @@ static const pt_server_ops hserver_ops = {
     .stop = hserver_stop,
 };
 
-int homa_server_start(uint16_t port, int threads, pt_server **out, char *err, size_t errlen)
+int homa_server_start(uint16_t port, int threads, int busy_poll_us, pt_server **out, char *err,
+                      size_t errlen)
 {
     if (threads < 1) threads = 1;
     hserver *s = calloc(1, sizeof(*s));
@@ -236,7 +240,7 @@ int homa_server_start(uint16_t port, int threads, pt_server **out, char *err, si
         return -ENOMEM;
     }
     homa_runtime_options ro;
-    runtime_options(&ro, SERVER_MAX_MESSAGE);
+    runtime_options(&ro, SERVER_MAX_MESSAGE, busy_poll_us);
     int rc = homa_runtime_create(&ro, &s->rt);
     if (rc < 0) {
         snprintf(err, errlen, "homa_runtime_create: %s", homa_strerror(rc));
@@ -261,4 +265,11 @@ int homa_server_start(uint16_t port, int threads, pt_server **out, char *err, si
     }
     *out = &s->base;
     return 0;
+}
+
+int homa_default_busy_poll_us(void)
+{
+    homa_runtime_options ro;
+    homa_runtime_options_default(&ro);
+    return (int)ro.busy_poll_us;
 }

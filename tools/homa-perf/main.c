@@ -61,6 +61,11 @@ static const char usage_text[] =
     "  --seed N             seed of the workload generator (default 1)\n"
     "  --data-dir DIR       where to find workloads/<name>.cdf\n"
     "  --no-calibrate       workload: skip the best-case RTT measurement (no slowdown)\n"
+    "  --busy-poll US       (server, client, compare) a thread waiting for messages\n"
+    "                       polls this long before sleeping; default: the Homa\n"
+    "                       runtime's default (50 us) for Homa, 0 for TCP.  Given, it\n"
+    "                       applies to both (Homa: homa_runtime_options.busy_poll_us;\n"
+    "                       TCP: non-blocking recv/epoll_wait before blocking)\n"
     "\n"
     "Latency: CLOCK_MONOTONIC from just before the send call to the return of the\n"
     "poll that delivered the response, every RPC recorded in a log-linear histogram\n"
@@ -126,6 +131,7 @@ enum {
     OPT_DATADIR,
     OPT_SEED,
     OPT_NOCAL,
+    OPT_BUSYPOLL,
     OPT_HELP,
 };
 
@@ -149,6 +155,7 @@ static const struct option long_opts[] = {
     {"data-dir", required_argument, NULL, OPT_DATADIR},
     {"seed", required_argument, NULL, OPT_SEED},
     {"no-calibrate", no_argument, NULL, OPT_NOCAL},
+    {"busy-poll", required_argument, NULL, OPT_BUSYPOLL},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -175,6 +182,7 @@ static int parse_args(int argc, char **argv, cli *c)
     o->max_size = PERF_MAX_MESSAGE;
     o->seed = 1;
     o->calibrate = 1;
+    o->busy_poll_us = -1;
     const char *m = argv[1];
     if (strcmp(m, "server") == 0)
         c->mode = MODE_SERVER;
@@ -276,6 +284,11 @@ static int parse_args(int argc, char **argv, cli *c)
         case OPT_NOCAL:
             o->calibrate = 0;
             break;
+        case OPT_BUSYPOLL:
+            if (parse_u64(optarg, &u) < 0 || u > 1000000)
+                return bad("bad --busy-poll '%s' (0..1000000 us)", optarg);
+            o->busy_poll_us = (int)u;
+            break;
         case OPT_HELP:
             usage(stdout);
             exit(0);
@@ -368,6 +381,7 @@ static void compare_one(const perf_opts *base, int proto, perf_result *r)
     r->outstanding = o.test == TEST_WORKLOAD ? 0 : o.outstanding;
     r->threads = o.threads;
     r->verify = o.verify;
+    r->busy_poll_us = perf_busy_poll_us(&o);
     if (pt_server_start(&o, &s, err, sizeof(err)) < 0) {
         snprintf(r->fatal, sizeof(r->fatal), "server: %.200s", err[0] ? err : "cannot start");
         return;

@@ -38,7 +38,8 @@ typedef struct perf_opts {
     uint32_t max_size; /* workload: lengths above this are clamped */
     const char *data_dir;
     uint64_t seed;
-    int calibrate; /* workload: measure best-case RTTs first (default 1) */
+    int calibrate;    /* workload: measure best-case RTTs first (default 1) */
+    int busy_poll_us; /* -1: each transport's default */
 } perf_opts;
 
 /* Address of a server, resolved once. */
@@ -74,6 +75,7 @@ typedef struct perf_result {
     int outstanding;
     int threads;
     int conns;
+    int busy_poll_us;
     double window_s;     /* length of the measurement window, seconds */
     uint64_t rpcs;       /* measured RPCs that completed successfully */
     uint64_t failed;     /* RPCs that completed with an error */
@@ -142,12 +144,23 @@ struct pt_server {
     const pt_server_ops *ops;
 };
 
-/* Creates a client with `conns` connections (TCP; ignored by Homa). */
-int tcp_client_create(const perf_addr *addr, int conns, pt_client **out, char *err, size_t errlen);
-int homa_client_create(const perf_addr *addr, pt_client **out, char *err, size_t errlen);
+/* Creates a client with `conns` connections (TCP; ignored by Homa).
+ * spin_ns / busy_poll_us: how long a waiting thread polls before sleeping
+ * (Homa: busy_poll_us < 0 keeps the runtime's default). */
+int tcp_client_create(const perf_addr *addr, int conns, uint64_t spin_ns, pt_client **out,
+                      char *err, size_t errlen);
+int homa_client_create(const perf_addr *addr, int busy_poll_us, pt_client **out, char *err,
+                       size_t errlen);
 /* Starts an echo server (request bytes are sent back as the response). */
-int tcp_server_start(uint16_t port, int threads, pt_server **out, char *err, size_t errlen);
-int homa_server_start(uint16_t port, int threads, pt_server **out, char *err, size_t errlen);
+int tcp_server_start(uint16_t port, int threads, uint64_t spin_ns, pt_server **out, char *err,
+                     size_t errlen);
+int homa_server_start(uint16_t port, int threads, int busy_poll_us, pt_server **out, char *err,
+                      size_t errlen);
+/* busy_poll_us of homa_runtime_options_default(). */
+int homa_default_busy_poll_us(void);
+/* The busy-poll time in force for o->proto (--busy-poll, else the default:
+ * the Homa runtime's, 0 for TCP). */
+int perf_busy_poll_us(const perf_opts *o);
 
 int pt_client_create(const perf_opts *o, const perf_addr *addr, int conns, pt_client **out,
                      char *err, size_t errlen);

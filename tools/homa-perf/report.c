@@ -108,7 +108,7 @@ void perf_print_human(const perf_opts *o, const perf_result *r)
         if (r->proto == PERF_TCP) printf(" (%d connection(s) per thread, 1 RPC each)", r->conns);
         printf("\n");
     }
-    printf("  window      %.3f s\n", r->window_s);
+    printf("  window      %.3f s, busy poll %d us\n", r->window_s, r->busy_poll_us);
     printf("  rpcs        %llu (%.1f/s)\n", (unsigned long long)r->rpcs, perf_result_rate(r));
     printf("  errors      %llu (failed %llu, mismatched %llu, unfinished %llu)   verified: %s\n",
            (unsigned long long)r->errors, (unsigned long long)r->failed,
@@ -173,6 +173,7 @@ void perf_json_result(json_writer *j, const char *key, const perf_opts *o, const
     }
     json_i64(j, "threads", r->threads);
     if (r->proto == PERF_TCP) json_i64(j, "tcp_connections", r->conns);
+    json_i64(j, "busy_poll_us", r->busy_poll_us);
     json_num(j, "seconds", r->window_s);
     json_u64(j, "rpcs", r->rpcs);
     json_u64(j, "errors", r->errors);

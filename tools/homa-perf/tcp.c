@@ -18,7 +18,12 @@
  * Both sides take the cheapest path when there is only one connection to
  * serve and nothing queued for sending: a blocking recv() (2 system calls per
  * request instead of 3), so TCP is measured at its best.  Sockets stay in
- * blocking mode and every other call passes MSG_DONTWAIT. */
+ * blocking mode and every other call passes MSG_DONTWAIT.
+ *
+ * Busy polling (spin_ns > 0, from --busy-poll): before blocking, a thread
+ * keeps polling without sleeping (recv or epoll_wait with MSG_DONTWAIT / a
+ * zero timeout) for up to spin_ns since it last had work, as the Homa
+ * runtime does in homa_recv(). */
 #include "perf.h"
 
 #include <arpa/inet.h>
@@ -158,6 +163,7 @@ typedef struct cconn {
 
 typedef struct tcp_client {
     pt_client base;
+    uint64_t spin_ns;
     int epfd;
     int nconns;
     cconn *conns;
@@ -299,19 +305,21 @@ static int tcp_client_poll(pt_client *base, uint64_t deadline, pt_completion *ou
     }
     if (n > 0) return n;
     struct epoll_event evs[64];
+    uint64_t spin_end = perf_now_ns() + tc->spin_ns;
     for (;;) {
         uint64_t now = perf_now_ns();
         if (now >= deadline) return 0;
+        int spinning = now < spin_end;
         cconn *c0 = &tc->conns[0];
         if (tc->nconns == 1 && c0->rcount > 0 && tbuf_avail(&c0->out) == 0 &&
             deadline - now > 2ull * BLOCK_SLICE_MS * 1000000ull) {
-            int r = client_read(c0, 1);
+            int r = client_read(c0, !spinning);
             if (r < 0) return r;
             r = client_parse(c0, out, max);
             if (r != 0) return r;
             continue;
         }
-        uint64_t left = deadline - now;
+        uint64_t left = spinning ? 0 : deadline - now;
         struct timespec ts = {.tv_sec = (time_t)(left / 1000000000ull),
                               .tv_nsec = (long)(left % 1000000000ull)};
         int nev = epoll_pwait2(tc->epfd, evs, 64, &ts, NULL);
@@ -361,12 +369,14 @@ static const pt_client_ops tcp_client_ops = {
     .destroy = tcp_client_destroy,
 };
 
-int tcp_client_create(const perf_addr *addr, int conns, pt_client **out, char *err, size_t errlen)
+int tcp_client_create(const perf_addr *addr, int conns, uint64_t spin_ns, pt_client **out,
+                      char *err, size_t errlen)
 {
     if (conns < 1) conns = 1;
     tcp_client *tc = calloc(1, sizeof(*tc));
     if (!tc) return -ENOMEM;
     tc->base.ops = &tcp_client_ops;
+    tc->spin_ns = spin_ns;
     tc->nconns = conns;
     tc->conns = calloc((size_t)conns, sizeof(cconn));
     tc->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -426,6 +436,7 @@ typedef struct worker {
 
 typedef struct tcp_server {
     pt_server base;
+    uint64_t spin_ns;
     int lfd;
     int stopfd;
     uint16_t port;
@@ -497,9 +508,10 @@ static int sconn_process(worker *w, sconn *c)
 }
 
 /* Reads what is available (blocking once if `block`), then echoes.
- * Returns 0 or -1 (close the connection). */
-static int sconn_input(worker *w, sconn *c, int block)
+ * Returns the number of bytes read, or -1 (close the connection). */
+static long sconn_input(worker *w, sconn *c, int block)
 {
+    long total = 0;
     for (;;) {
         size_t need = frame_need(&c->in);
         if (tbuf_reserve(&c->in, need > READ_CHUNK ? need : READ_CHUNK) < 0) return -1;
@@ -511,10 +523,12 @@ static int sconn_input(worker *w, sconn *c, int block)
         }
         if (r == 0) return -1;
         c->in.len += (size_t)r;
+        total += (long)r;
         if ((size_t)r < space) break;
         block = 0;
     }
-    return sconn_process(w, c);
+    if (sconn_process(w, c) < 0) return -1;
+    return total;
 }
 
 static void worker_take_new(worker *w)
@@ -545,16 +559,23 @@ static void *worker_main(void *arg)
     worker *w = arg;
     tcp_server *s = w->srv;
     struct epoll_event evs[64];
+    uint64_t last_work = perf_now_ns();
     while (!atomic_load(&s->stop)) {
+        int spinning = s->spin_ns && perf_now_ns() - last_work < s->spin_ns;
         if (atomic_load(&w->has_new)) worker_take_new(w);
         sconn *only = w->nconns == 1 ? w->conns : NULL;
         if (only && tbuf_avail(&only->out) == 0) {
             /* One connection: block in recv (SO_RCVTIMEO bounds the wait so
              * new connections and stop are noticed). */
-            if (sconn_input(w, only, 1) < 0) sconn_close(w, only);
+            long got = sconn_input(w, only, !spinning);
+            if (got < 0)
+                sconn_close(w, only);
+            else if (got > 0)
+                last_work = perf_now_ns();
             continue;
         }
-        int nev = epoll_wait(w->epfd, evs, 64, -1);
+        int nev = epoll_wait(w->epfd, evs, 64, spinning ? 0 : -1);
+        if (nev > 0) last_work = perf_now_ns();
         for (int e = 0; e < nev; e++) {
             if (evs[e].data.ptr == NULL) {
                 uint64_t v;
@@ -683,12 +704,14 @@ static int listen_socket(uint16_t port, char *err, size_t errlen)
     return fd;
 }
 
-int tcp_server_start(uint16_t port, int threads, pt_server **out, char *err, size_t errlen)
+int tcp_server_start(uint16_t port, int threads, uint64_t spin_ns, pt_server **out, char *err,
+                     size_t errlen)
 {
     if (threads < 1) threads = 1;
     tcp_server *s = calloc(1, sizeof(*s));
     if (!s) return -ENOMEM;
     s->base.ops = &tcp_server_ops;
+    s->spin_ns = spin_ns;
     s->lfd = -1;
     s->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     s->workers = calloc((size_t)threads, sizeof(worker));

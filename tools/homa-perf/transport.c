@@ -70,18 +70,28 @@ int perf_parse_addr(const char *spec, perf_addr *out, char *err, size_t errlen)
 int pt_client_create(const perf_opts *o, const perf_addr *addr, int conns, pt_client **out,
                      char *err, size_t errlen)
 {
-    if (o->proto == PERF_TCP) return tcp_client_create(addr, conns, out, err, errlen);
-    return homa_client_create(addr, out, err, errlen);
+    if (o->proto == PERF_TCP)
+        return tcp_client_create(addr, conns, (uint64_t)perf_busy_poll_us(o) * 1000, out, err,
+                                 errlen);
+    return homa_client_create(addr, o->busy_poll_us, out, err, errlen);
 }
 
 int pt_server_start(const perf_opts *o, pt_server **out, char *err, size_t errlen)
 {
-    if (o->proto == PERF_TCP) return tcp_server_start(o->port, o->threads, out, err, errlen);
-    return homa_server_start(o->port, o->threads, out, err, errlen);
+    if (o->proto == PERF_TCP)
+        return tcp_server_start(o->port, o->threads, (uint64_t)perf_busy_poll_us(o) * 1000, out,
+                                err, errlen);
+    return homa_server_start(o->port, o->threads, o->busy_poll_us, out, err, errlen);
 }
 
 const char *pt_strerror(int proto, int err)
 {
     if (proto == PERF_HOMA && err < 0 && err >= -64) return homa_strerror(err);
     return strerror(err < 0 ? -err : err);
+}
+
+int perf_busy_poll_us(const perf_opts *o)
+{
+    if (o->busy_poll_us >= 0) return o->busy_poll_us;
+    return o->proto == PERF_TCP ? 0 : homa_default_busy_poll_us();
 }
