@@ -315,7 +315,7 @@ static void usage(void)
 int main(int argc, char **argv)
 {
     struct opts o = {"w4", 0.7, 16, 50, 0.0, 1, NULL};
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v && strcmp(a, "--help") != 0) {
@@ -340,7 +340,6 @@ int main(int argc, char **argv)
             usage();
             return 2;
         }
-        i++;
     }
     if (o.hosts < 2 || o.hosts > MAX_HOSTS || o.load <= 0 || o.load >= 1.5 || o.ms <= 0 ||
         o.loss < 0 || o.loss >= 1) {
