@@ -37,6 +37,13 @@ struct vhost {
      * engine calls this adapter makes (for engine cost measurements). */
     bool timing;
     uint64_t eng_ns;
+    /* Host software delay: when nonzero, each arriving packet reaches the
+     * engine rx_delay_ns after the network delivered it, in arrival order
+     * (the host's receive path as a fixed-latency pipeline).  Set it after
+     * vhost_create and before traffic starts; 0 (the default) hands packets
+     * to the engine at once, as before. */
+    uint64_t rx_delay_ns;
+    struct vhost_rxq *rxq; /* private: packets waiting out rx_delay_ns */
 };
 
 /* CLOCK_MONOTONIC in ns (for timing engine calls). */

@@ -112,7 +112,9 @@ int homa_faults_none(const homa_faults *f);
 
 typedef struct homa_runtime_options {
     /* Engine configuration.  config.max_payload and config.link_bps are
-     * ignored: the two fields below set them. */
+     * ignored: the two fields below set them.  An unsched_bytes left at its
+     * default but smaller than two packets is raised to 2 * max_payload
+     * (with 64 KB loopback packets the default is less than one). */
     homa_config config;
     /* Payload bytes per DATA packet; 0 = derive from `mtu` as
      * mtu - 40 (IPv6) - 8 (UDP) - 56 (Homa DATA header), capped by the

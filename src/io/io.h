@@ -42,8 +42,8 @@ typedef struct homa_io_opts {
      * the socket's creation order (not its port, which may be ephemeral) so
      * a seeded run is reproducible. */
     uint64_t fault_salt;
-    homa_pcap *pcap;           /* shared capture file, or NULL */
-    uint32_t rcvbuf;           /* socket buffer sizes; 0 = driver default */
+    homa_pcap *pcap; /* shared capture file, or NULL */
+    uint32_t rcvbuf; /* socket buffer sizes; 0 = driver default */
     uint32_t sndbuf;
 } homa_io_opts;
 

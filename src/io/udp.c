@@ -463,7 +463,9 @@ static void tx_emit(homa_io_sock *s, const homa_addr *addr, uint16_t port, uint8
 
 static void tx_emit_held(homa_io_sock *s, struct held *h)
 {
-    /* The copy must outlive the batch that references it. */
+    /* The copy must outlive the batch that references it, so make room
+     * first: a flush inside tx_emit would free it with the older copies. */
+    if (s->tx_n == TX_BATCH || s->tx_iov_n + 2 > TX_IOV_CAP) tx_flush_batch(s);
     h->next = s->tx_inflight;
     s->tx_inflight = h;
     tx_emit(s, &h->addr, h->port, h->tos, h->data, h->len, NULL, 0, 0);

@@ -20,7 +20,6 @@
 #include <net/if.h>
 #include <poll.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,9 +36,9 @@
 
 #include "io/io.h"
 
-#define TX_PULL 64      /* packets per homa_engine_pull */
-#define RX_CHUNK 64     /* packets per driver recv */
-#define RX_BUDGET 256   /* packets per socket per poll pass (fairness) */
+#define TX_PULL 64    /* packets per homa_engine_pull */
+#define RX_CHUNK 64   /* packets per driver recv */
+#define RX_BUDGET 256 /* packets per socket per poll pass (fairness) */
 #define MAX_EVENTS 16
 #define IDLE_AFTER_NS 1000000000ull /* background thread stops ticking after 1 s idle */
 
@@ -71,7 +70,7 @@ struct homa_socket {
     homa_endpoint local;
     uint16_t port;
     int closing;
-    int users;         /* threads inside homa_recv on this socket */
+    int users;          /* threads inside homa_recv on this socket */
     uint64_t ready_gen; /* bumped whenever the engine reports a ready message */
     int efd;            /* eventfd for homa_socket_fd(), -1 until asked for */
     int efd_armed;      /* efd currently readable */
@@ -92,18 +91,18 @@ struct homa_runtime {
     homa_socket *socks;
     homa_socket **port_map; /* 65,536 entries */
     int nsocks;
-    int nexported;       /* sockets whose eventfd was handed out */
+    int nexported; /* sockets whose eventfd was handed out */
     uint64_t sockets_opened;
-    uint64_t socks_gen;  /* bumped when the socket set changes */
+    uint64_t socks_gen; /* bumped when the socket set changes */
     int epfd;
-    int wake_efd;        /* wakes whichever thread sleeps in epoll */
+    int wake_efd; /* wakes whichever thread sleeps in epoll */
 
     /* Poll token. */
-    int poller;          /* POLLER_* */
+    int poller;              /* POLLER_* */
     struct waiter *poller_w; /* the app waiter holding the token */
-    int poller_sleeping; /* token holder is in epoll_wait */
-    uint64_t poller_gen; /* socks_gen the token holder works with */
-    int token_waiters;   /* threads waiting for the token */
+    int poller_sleeping;     /* token holder is in epoll_wait */
+    uint64_t poller_gen;     /* socks_gen the token holder works with */
+    int token_waiters;       /* threads waiting for the token */
     uint64_t last_app_poll;
     struct waiter *waiters;
 
@@ -190,14 +189,23 @@ static void drain_efd(int fd)
     (void)r;
 }
 
+/* Wakes a thread sleeping in homa_recv.  Clearing `sleeping` here (not
+ * when it wakes) keeps pass_token from picking a thread that is already on
+ * its way: that thread might find its message and leave without ever
+ * taking the token, stranding the others. */
+static void wake_waiter(struct waiter *w)
+{
+    w->sleeping = 0;
+    pthread_cond_signal(&w->cond);
+}
+
 /* --------------------------------------------------------- engine hooks */
 
 static uint64_t rt_random(void *ctx)
 {
     (void)ctx;
     uint64_t v = 0;
-    if (getrandom(&v, sizeof(v), 0) != (ssize_t)sizeof(v))
-        v = now_ns() * 0x9E3779B97F4A7C15ull;
+    if (getrandom(&v, sizeof(v), 0) != (ssize_t)sizeof(v)) v = now_ns() * 0x9E3779B97F4A7C15ull;
     return v;
 }
 
@@ -207,14 +215,12 @@ static void rt_ready(void *ctx, uint16_t port)
 {
     homa_runtime *rt = ctx;
     homa_socket *s = rt->port_map[port];
-    if (s == NULL)
-        return;
+    if (s == NULL) return;
     s->ready_gen++;
     for (struct waiter *w = rt->waiters; w != NULL; w = w->next) {
-        if (w->sock != s)
-            continue;
+        if (w->sock != s) continue;
         if (w->sleeping)
-            pthread_cond_signal(&w->cond);
+            wake_waiter(w);
         else if (rt->poller_w == w && rt->poller_sleeping)
             wake_poller(rt); /* e.g. a timeout found by the bg thread */
     }
@@ -241,8 +247,7 @@ static void check_deadline(homa_runtime *rt)
 
 static void notify_state(homa_runtime *rt)
 {
-    if (rt->state_waiters > 0)
-        pthread_cond_broadcast(&rt->state_cond);
+    if (rt->state_waiters > 0) pthread_cond_broadcast(&rt->state_cond);
 }
 
 /* ------------------------------------------------------------- transmit */
@@ -250,8 +255,7 @@ static void notify_state(homa_runtime *rt)
 static uint64_t driver_deadline(homa_runtime *rt)
 {
     uint64_t d = UINT64_MAX;
-    if (rt->io_opts.faults == NULL)
-        return d; /* only fault injection holds packets back */
+    if (rt->io_opts.faults == NULL) return d; /* only fault injection holds packets back */
     for (homa_socket *s = rt->socks; s != NULL; s = s->next)
         d = min_u64(d, rt->io->next_deadline(s->io));
     return d;
@@ -265,10 +269,8 @@ static void tx_flush_held(homa_runtime *rt)
     homa_io_sock *due[64];
     int n = 0;
     for (homa_socket *s = rt->socks; s != NULL && n < 64; s = s->next)
-        if (rt->io->next_deadline(s->io) <= now)
-            due[n++] = s->io;
-    if (n == 0)
-        return;
+        if (rt->io->next_deadline(s->io) <= now) due[n++] = s->io;
+    if (n == 0) return;
     pthread_mutex_unlock(&rt->lock);
     for (int i = 0; i < n; i++)
         rt->io->flush(due[i], now);
@@ -281,14 +283,12 @@ static void tx_flush_held(homa_runtime *rt)
  * we added, so we return at once. */
 static void tx_run(homa_runtime *rt)
 {
-    if (rt->tx_busy)
-        return;
+    if (rt->tx_busy) return;
     rt->tx_busy = 1;
     for (;;) {
         uint64_t now = now_ns();
         int n = homa_engine_pull(rt->eng, now, rt->tx_pkts, TX_PULL);
-        if (n <= 0)
-            break;
+        if (n <= 0) break;
         /* Resolve each run of packets to its socket while locked: the
          * socket can't go away until tx_busy is cleared. */
         homa_io_sock *ios[TX_PULL];
@@ -302,15 +302,13 @@ static void tx_run(homa_runtime *rt)
             int j = i + 1;
             while (j < n && ios[j] == ios[i])
                 j++;
-            if (ios[i] != NULL)
-                rt->io->send(ios[i], now, &rt->tx_pkts[i], j - i);
+            if (ios[i] != NULL) rt->io->send(ios[i], now, &rt->tx_pkts[i], j - i);
             i = j;
         }
         pthread_mutex_lock(&rt->lock);
         homa_engine_pull_done(rt->eng);
     }
-    if (rt->io_opts.faults != NULL)
-        tx_flush_held(rt);
+    if (rt->io_opts.faults != NULL) tx_flush_held(rt);
     rt->tx_busy = 0;
     notify_state(rt);
 }
@@ -326,20 +324,17 @@ static void run_timers(homa_runtime *rt, uint64_t now)
     }
 }
 
-
 /* ------------------------------------------------------------- receive */
 
 /* Refreshes the token holder's list of driver sockets.  Lock held. */
 static void poll_snapshot(homa_runtime *rt)
 {
-    if (rt->poller_gen == rt->socks_gen && rt->poll_list != NULL)
-        return;
+    if (rt->poller_gen == rt->socks_gen && rt->poll_list != NULL) return;
     if (rt->nsocks > rt->poll_cap) {
         int cap = rt->nsocks * 2;
         homa_io_sock **l = rt->poll_list == rt->poll_io ? NULL : rt->poll_list;
         l = realloc(l, sizeof(*l) * (size_t)cap);
-        if (l == NULL)
-            return; /* keep the old (smaller) list; retry next pass */
+        if (l == NULL) return; /* keep the old (smaller) list; retry next pass */
         rt->poll_list = l;
         rt->poll_cap = cap;
     } else if (rt->poll_list == NULL) {
@@ -371,19 +366,16 @@ static int poll_pass(homa_runtime *rt)
             uint64_t now = now_ns();
             int n = rt->io->recv(io, now, rt->rx, RX_CHUNK);
             pthread_mutex_lock(&rt->lock);
-            if (n <= 0)
-                break;
+            if (n <= 0) break;
             for (int i = 0; i < n; i++)
                 homa_engine_input(rt->eng, now, &rt->rx[i].src, rt->rx[i].data, rt->rx[i].len);
             got += n;
             tx_run(rt);
-            if (n < RX_CHUNK)
-                break;
+            if (n < RX_CHUNK) break;
         }
         total += got;
     }
-    if (total > 0)
-        check_deadline(rt);
+    if (total > 0) check_deadline(rt);
     return total;
 }
 
@@ -392,8 +384,7 @@ static int poll_pass(homa_runtime *rt)
 static void poll_sleep(homa_runtime *rt, uint64_t until)
 {
     uint64_t now = now_ns();
-    if (until <= now)
-        return;
+    if (until <= now) return;
     rt->poller_sleeping = 1;
     notify_state(rt);
     pthread_mutex_unlock(&rt->lock);
@@ -410,10 +401,26 @@ static void poll_sleep(homa_runtime *rt, uint64_t until)
             r = epoll_wait(rt->epfd, ev, MAX_EVENTS, (int)((d + 999999) / 1000000));
     }
     for (int i = 0; i < r; i++)
-        if (ev[i].data.ptr == NULL)
-            drain_efd(rt->wake_efd);
+        if (ev[i].data.ptr == NULL) drain_efd(rt->wake_efd);
     pthread_mutex_lock(&rt->lock);
     rt->poller_sleeping = 0;
+}
+
+/* If the token is free and threads wait for it, wakes one of them (unless
+ * one is already awake and about to take it).  Lock held. */
+static void offer_token(homa_runtime *rt)
+{
+    if (rt->poller != POLLER_NONE || rt->token_waiters == 0) return;
+    int sleeping = 0;
+    for (struct waiter *w = rt->waiters; w != NULL; w = w->next)
+        sleeping += w->sleeping;
+    if (sleeping < rt->token_waiters) return; /* someone already woken will look at the token */
+    for (struct waiter *w = rt->waiters; w != NULL; w = w->next) {
+        if (w->sleeping) {
+            wake_waiter(w);
+            return;
+        }
+    }
 }
 
 /* Hands the poll token to a thread waiting for it, if any.  Lock held. */
@@ -422,14 +429,7 @@ static void pass_token(homa_runtime *rt)
     rt->poller = POLLER_NONE;
     rt->poller_w = NULL;
     notify_state(rt);
-    if (rt->token_waiters == 0)
-        return;
-    for (struct waiter *w = rt->waiters; w != NULL; w = w->next) {
-        if (w->sleeping) {
-            pthread_cond_signal(&w->cond);
-            return;
-        }
-    }
+    offer_token(rt);
 }
 
 /* The token holder's loop inside homa_recv: polls until a message may be
@@ -441,30 +441,24 @@ static void app_poll(homa_runtime *rt, struct waiter *w, uint64_t deadline)
     uint64_t spin_end = now_ns() + rt->busy_poll_ns;
     for (;;) {
         int n = poll_pass(rt);
-        if (s->ready_gen != gen0 || s->closing || rt->stop)
-            return;
+        if (s->ready_gen != gen0 || s->closing || rt->stop) return;
         uint64_t now = now_ns();
         run_timers(rt, now);
-        if (s->ready_gen != gen0)
-            return;
-        if (now >= deadline)
-            return;
+        if (s->ready_gen != gen0) return;
+        if (now >= deadline) return;
         if (n > 0) {
             spin_end = now + rt->busy_poll_ns;
             continue;
         }
-        if (now < spin_end) {
-            /* Spinning must not starve the thread we are waiting for when
-             * it shares our CPU (few cores, or a busy host): yielding is
-             * nearly free when nothing else is runnable here. */
-            sched_yield();
-            continue;
-        }
+        /* No sched_yield() while spinning: under the EEVDF scheduler a
+         * yield pushes the spinner's deadline far back, and on a loaded
+         * host the token holder then starved the whole runtime for tens of
+         * milliseconds (RPC timeouts in the stress test). */
+        if (now < spin_end) continue;
         /* Engine timers are the background thread's job; we only wake for
          * our own deadline and for packets held by fault injection. */
         poll_sleep(rt, min_u64(deadline, driver_deadline(rt)));
-        if (s->ready_gen != gen0)
-            return;
+        if (s->ready_gen != gen0) return;
         spin_end = now_ns() + rt->busy_poll_ns;
     }
 }
@@ -475,18 +469,15 @@ static void bg_poll(homa_runtime *rt)
 {
     for (;;) {
         int n = poll_pass(rt);
-        if (rt->stop || rt->token_waiters > 0)
-            return;
+        if (rt->stop || rt->token_waiters > 0) return;
         uint64_t now = now_ns();
         run_timers(rt, now);
         if (rt->nexported == 0 && rt->last_app_poll + rt->grace_ns > now)
             return; /* an application thread polled recently: let it */
-        if (n > 0)
-            continue;
+        if (n > 0) continue;
         uint64_t until = min_u64(homa_engine_next_deadline(rt->eng), driver_deadline(rt));
         poll_sleep(rt, until);
-        if (rt->stop || rt->token_waiters > 0)
-            return;
+        if (rt->stop || rt->token_waiters > 0) return;
     }
 }
 
@@ -500,6 +491,7 @@ static void *bg_main(void *arg)
     while (!rt->stop) {
         uint64_t now = now_ns();
         run_timers(rt, now);
+        offer_token(rt); /* safety net: never leave waiters without a poller */
         int app_recent = rt->last_app_poll + rt->grace_ns > now;
         if (rt->poller == POLLER_NONE && rt->nsocks > 0 && rt->token_waiters == 0 &&
             (rt->nexported > 0 || !app_recent)) {
@@ -513,8 +505,8 @@ static void *bg_main(void *arg)
          * stopped polling; after a second of idleness sleep until the
          * engine needs us (homa_recv's exit signals us then). */
         if (rt->nsocks > 0 && (rt->poller == POLLER_APP || now - rt->last_app_poll < IDLE_AFTER_NS))
-            wake = min_u64(wake, (rt->poller == POLLER_NONE ? rt->last_app_poll : now) +
-                                     rt->grace_ns);
+            wake =
+                min_u64(wake, (rt->poller == POLLER_NONE ? rt->last_app_poll : now) + rt->grace_ns);
         rt->bg_armed = wake == 0 ? 1 : wake;
         cond_wait_until(&rt->bg_cond, &rt->lock, wake);
         rt->bg_armed = 0;
@@ -544,16 +536,13 @@ static uint32_t host_mtu(void)
             struct ifreq ifr;
             memset(&ifr, 0, sizeof(ifr));
             snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", i->if_name);
-            if (ioctl(fd, SIOCGIFFLAGS, &ifr) != 0 || !(ifr.ifr_flags & IFF_UP))
-                continue;
+            if (ioctl(fd, SIOCGIFFLAGS, &ifr) != 0 || !(ifr.ifr_flags & IFF_UP)) continue;
             if (ioctl(fd, SIOCGIFMTU, &ifr) == 0 && ifr.ifr_mtu > 0 && (uint32_t)ifr.ifr_mtu > best)
                 best = (uint32_t)ifr.ifr_mtu;
         }
     }
-    if (fd >= 0)
-        close(fd);
-    if (ifs != NULL)
-        if_freenameindex(ifs);
+    if (fd >= 0) close(fd);
+    if (ifs != NULL) if_freenameindex(ifs);
     return best ? best : 1500;
 }
 
@@ -563,8 +552,7 @@ static uint32_t host_mtu(void)
 static uint32_t payload_for_mtu(uint32_t mtu)
 {
     uint32_t p = mtu > 104 + 64 ? mtu - 104 : 64;
-    if (p > 65507 - 56)
-        p = 65507 - 56;
+    if (p > 65507 - 56) p = 65507 - 56;
     return p;
 }
 
@@ -579,8 +567,7 @@ static int env_options(homa_runtime_options *o)
         }
     }
     v = getenv("HOMA_PCAP");
-    if (v != NULL && v[0] != '\0')
-        o->pcap_path = v;
+    if (v != NULL && v[0] != '\0') o->pcap_path = v;
     v = getenv("HOMA_MTU");
     if (v != NULL && v[0] != '\0' && o->mtu == 0) {
         char *end;
@@ -605,21 +592,30 @@ int homa_runtime_create(const homa_runtime_options *opts_in, homa_runtime **out)
         homa_runtime_options_default(&o);
     if (!(o.flags & HOMA_RT_IGNORE_ENV)) {
         int rc = env_options(&o);
-        if (rc != 0)
-            return rc;
+        if (rc != 0) return rc;
     }
     homa_runtime *rt = calloc(1, sizeof(*rt));
-    if (rt == NULL)
-        return HOMA_ERR_NOMEM;
+    if (rt == NULL) return HOMA_ERR_NOMEM;
     rt->port_map = calloc(65536, sizeof(*rt->port_map));
     if (rt->port_map == NULL) {
         free(rt);
         return HOMA_ERR_NOMEM;
     }
     rt->cfg = o.config;
-    rt->cfg.max_payload = o.max_payload ? o.max_payload
-                                        : payload_for_mtu(o.mtu ? o.mtu : host_mtu());
+    rt->cfg.max_payload =
+        o.max_payload ? o.max_payload : payload_for_mtu(o.mtu ? o.mtu : host_mtu());
     rt->cfg.link_bps = o.link_bps;
+    /* The engine's defaults assume ~1,400-byte packets.  With loopback's
+     * 64 KB packets a 40,000-byte unscheduled allowance and grant window are
+     * less than one packet, so every packet of a long message would wait a
+     * round trip for its grant.  Scale the allowance (only if left at its
+     * default) to two packets; a grant_window of 0 follows it. */
+    homa_config defaults;
+    homa_config_default(&defaults);
+    uint32_t two = 2 * rt->cfg.max_payload;
+    if (rt->cfg.unsched_bytes == defaults.unsched_bytes && rt->cfg.unsched_bytes < two)
+        rt->cfg.unsched_bytes = two;
+
     rt->busy_poll_ns = (uint64_t)o.busy_poll_us * 1000u;
     rt->grace_ns = rt->cfg.tick_ns > 100000 ? rt->cfg.tick_ns : 100000;
     rt->faults = o.faults;
@@ -644,30 +640,23 @@ int homa_runtime_create(const homa_runtime_options *opts_in, homa_runtime **out)
     }
     homa_engine_ops ops = {.ctx = rt, .random = rt_random, .want_tx = NULL, .ready = rt_ready};
     rc = homa_engine_create(&rt->cfg, &ops, &rt->eng);
-    if (rc != 0)
-        goto fail;
+    if (rc != 0) goto fail;
     rt->cfg = *homa_engine_config(rt->eng);
     rt->epfd = epoll_create1(EPOLL_CLOEXEC);
     rt->wake_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     rc = HOMA_ERR_IO;
-    if (rt->epfd < 0 || rt->wake_efd < 0)
-        goto fail;
+    if (rt->epfd < 0 || rt->wake_efd < 0) goto fail;
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
-    if (epoll_ctl(rt->epfd, EPOLL_CTL_ADD, rt->wake_efd, &ev) != 0)
-        goto fail;
-    if (pthread_create(&rt->bg, NULL, bg_main, rt) != 0)
-        goto fail;
+    if (epoll_ctl(rt->epfd, EPOLL_CTL_ADD, rt->wake_efd, &ev) != 0) goto fail;
+    if (pthread_create(&rt->bg, NULL, bg_main, rt) != 0) goto fail;
     rt->bg_started = 1;
     *out = rt;
     return 0;
 
 fail:
-    if (rt->eng != NULL)
-        homa_engine_destroy(rt->eng);
-    if (rt->epfd >= 0)
-        close(rt->epfd);
-    if (rt->wake_efd >= 0)
-        close(rt->wake_efd);
+    if (rt->eng != NULL) homa_engine_destroy(rt->eng);
+    if (rt->epfd >= 0) close(rt->epfd);
+    if (rt->wake_efd >= 0) close(rt->wake_efd);
     homa_pcap_close(rt->pcap);
     pthread_cond_destroy(&rt->bg_cond);
     pthread_cond_destroy(&rt->state_cond);
@@ -689,8 +678,7 @@ static void default_init(void)
 int homa_runtime_default(homa_runtime **out)
 {
     pthread_once(&default_once, default_init);
-    if (default_rc == 0)
-        *out = default_rt;
+    if (default_rc == 0) *out = default_rt;
     return default_rc;
 }
 
@@ -701,8 +689,7 @@ const homa_config *homa_runtime_config(const homa_runtime *rt)
 
 void homa_runtime_destroy(homa_runtime *rt)
 {
-    if (rt == NULL)
-        return;
+    if (rt == NULL) return;
     while (rt->socks != NULL)
         homa_socket_close(rt->socks);
     pthread_mutex_lock(&rt->lock);
@@ -710,15 +697,12 @@ void homa_runtime_destroy(homa_runtime *rt)
     pthread_cond_signal(&rt->bg_cond);
     wake_poller(rt);
     pthread_mutex_unlock(&rt->lock);
-    if (rt->bg_started)
-        pthread_join(rt->bg, NULL);
+    if (rt->bg_started) pthread_join(rt->bg, NULL);
     homa_engine_destroy(rt->eng);
     close(rt->epfd);
     close(rt->wake_efd);
-    if (rt->pcap != NULL)
-        homa_pcap_close(rt->pcap);
-    if (rt->poll_list != rt->poll_io)
-        free(rt->poll_list);
+    if (rt->pcap != NULL) homa_pcap_close(rt->pcap);
+    if (rt->poll_list != rt->poll_io) free(rt->poll_list);
     pthread_cond_destroy(&rt->bg_cond);
     pthread_cond_destroy(&rt->state_cond);
     pthread_mutex_destroy(&rt->lock);
@@ -729,12 +713,10 @@ void homa_runtime_destroy(homa_runtime *rt)
 void homa_runtime_counters(homa_runtime *rt, homa_counters *engine, homa_driver_counters *driver)
 {
     pthread_mutex_lock(&rt->lock);
-    if (engine != NULL)
-        homa_engine_counters(rt->eng, engine);
+    if (engine != NULL) homa_engine_counters(rt->eng, engine);
     if (driver != NULL) {
         memset(driver, 0, sizeof(*driver));
-#define HOMA_SUM_CTR(name, desc)                                                                   \
-    driver->name = __atomic_load_n(&rt->extra.name, __ATOMIC_RELAXED);
+#define HOMA_SUM_CTR(name, desc) driver->name = __atomic_load_n(&rt->extra.name, __ATOMIC_RELAXED);
         HOMA_DRIVER_COUNTER_LIST(HOMA_SUM_CTR)
 #undef HOMA_SUM_CTR
         for (homa_socket *s = rt->socks; s != NULL; s = s->next)
@@ -771,16 +753,13 @@ static void req_free_all(homa_socket *s);
 
 int homa_socket_bind(homa_runtime *rt, const homa_endpoint *local, homa_socket **out)
 {
-    if (local == NULL || out == NULL)
-        return HOMA_ERR_INVAL;
+    if (local == NULL || out == NULL) return HOMA_ERR_INVAL;
     if (rt == NULL) {
         int rc = homa_runtime_default(&rt);
-        if (rc != 0)
-            return rc;
+        if (rc != 0) return rc;
     }
     homa_socket *s = calloc(1, sizeof(*s));
-    if (s == NULL)
-        return HOMA_ERR_NOMEM;
+    if (s == NULL) return HOMA_ERR_NOMEM;
     s->rt = rt;
     s->efd = -1;
     pthread_mutex_lock(&rt->lock);
@@ -831,8 +810,7 @@ int homa_socket_open(homa_runtime *rt, uint16_t port, homa_socket **out)
 
 void homa_socket_close(homa_socket *s)
 {
-    if (s == NULL)
-        return;
+    if (s == NULL) return;
     homa_runtime *rt = s->rt;
     pthread_mutex_lock(&rt->lock);
     s->closing = 1;
@@ -845,20 +823,17 @@ void homa_socket_close(homa_socket *s)
     rt->nsocks--;
     rt->socks_gen++;
     rt->port_map[s->port] = NULL;
-    if (s->efd >= 0)
-        rt->nexported--;
+    if (s->efd >= 0) rt->nexported--;
     epoll_ctl(rt->epfd, EPOLL_CTL_DEL, rt->io->fd(s->io), NULL);
     homa_engine_port_close(rt->eng, now_ns(), s->port);
     for (struct waiter *w = rt->waiters; w != NULL; w = w->next)
-        if (w->sock == s && w->sleeping)
-            pthread_cond_signal(&w->cond);
+        if (w->sock == s && w->sleeping) wake_waiter(w);
     /* Wait until nobody can still be using the driver socket: no thread in
      * homa_recv on it, no transmission in flight, and the token holder has
      * either picked up the new socket list or is asleep in epoll. */
     rt->state_waiters++;
     while (s->users > 0 || rt->tx_busy ||
-           (rt->poller != POLLER_NONE && rt->poller_gen != rt->socks_gen &&
-            !rt->poller_sleeping)) {
+           (rt->poller != POLLER_NONE && rt->poller_gen != rt->socks_gen && !rt->poller_sleeping)) {
         if (s->users > 0 && rt->poller != POLLER_NONE && rt->poller_sleeping)
             wake_poller(rt); /* the token holder may be a user of s */
         cond_wait_until(&rt->state_cond, &rt->lock, now_ns() + 10000000);
@@ -872,8 +847,7 @@ void homa_socket_close(homa_socket *s)
 #undef HOMA_KEEP_CTR
     pthread_mutex_unlock(&rt->lock);
     rt->io->close(s->io);
-    if (s->efd >= 0)
-        close(s->efd);
+    if (s->efd >= 0) close(s->efd);
     req_free_all(s);
     free(s);
 }
@@ -931,8 +905,7 @@ static void req_remember(homa_socket *s, const homa_msg *m)
     if (s->reqs_count >= s->reqs_buckets) {
         size_t nb = s->reqs_buckets ? s->reqs_buckets * 2 : 64;
         struct pending_req **t = calloc(nb, sizeof(*t));
-        if (t == NULL)
-            return;
+        if (t == NULL) return;
         size_t ob = s->reqs_buckets;
         struct pending_req **old = s->reqs;
         s->reqs = t;
@@ -949,8 +922,7 @@ static void req_remember(homa_socket *s, const homa_msg *m)
         free(old);
     }
     struct pending_req *r = malloc(sizeof(*r));
-    if (r == NULL)
-        return;
+    if (r == NULL) return;
     r->id = m->id;
     r->peer = m->peer;
     r->peer_port = m->peer_port;
@@ -966,17 +938,14 @@ static int req_find(homa_socket *s, uint64_t id, const homa_addr *peer, uint16_t
                     struct pending_req ***found)
 {
     int n = 0;
-    if (s->reqs_buckets == 0)
-        return 0;
+    if (s->reqs_buckets == 0) return 0;
     for (struct pending_req **pp = &s->reqs[req_bucket(s, id)]; *pp != NULL; pp = &(*pp)->next) {
         struct pending_req *r = *pp;
-        if (r->id != id)
-            continue;
+        if (r->id != id) continue;
         if (peer != NULL &&
             (r->peer_port != peer_port || memcmp(&r->peer, peer, sizeof(*peer)) != 0))
             continue;
-        if (n++ == 0)
-            *found = pp;
+        if (n++ == 0) *found = pp;
     }
     return n;
 }
@@ -1002,8 +971,7 @@ static void req_free_all(homa_socket *s)
 int homa_send(homa_socket *s, const homa_endpoint *dst, const void *buf, size_t len,
               uint64_t cookie, uint64_t *id)
 {
-    if (s == NULL || dst == NULL || (buf == NULL && len > 0))
-        return HOMA_ERR_INVAL;
+    if (s == NULL || dst == NULL || (buf == NULL && len > 0)) return HOMA_ERR_INVAL;
     homa_runtime *rt = s->rt;
     uint64_t rid = 0;
     pthread_mutex_lock(&rt->lock);
@@ -1015,8 +983,7 @@ int homa_send(homa_socket *s, const homa_endpoint *dst, const void *buf, size_t 
         check_deadline(rt);
     }
     pthread_mutex_unlock(&rt->lock);
-    if (rc == 0 && id != NULL)
-        *id = rid;
+    if (rc == 0 && id != NULL) *id = rid;
     return rc;
 }
 
@@ -1024,8 +991,7 @@ int homa_send(homa_socket *s, const homa_endpoint *dst, const void *buf, size_t 
 static int reply_common(homa_socket *s, const homa_addr *peer, uint16_t peer_port, uint64_t id,
                         const void *buf, size_t len)
 {
-    if (s == NULL || (buf == NULL && len > 0))
-        return HOMA_ERR_INVAL;
+    if (s == NULL || (buf == NULL && len > 0)) return HOMA_ERR_INVAL;
     homa_runtime *rt = s->rt;
     pthread_mutex_lock(&rt->lock);
     int rc;
@@ -1061,23 +1027,20 @@ int homa_reply(homa_socket *s, uint64_t id, const void *buf, size_t len)
 
 int homa_reply_msg(homa_socket *s, const homa_msg *req, const void *buf, size_t len)
 {
-    if (req == NULL)
-        return HOMA_ERR_INVAL;
+    if (req == NULL) return HOMA_ERR_INVAL;
     return reply_common(s, &req->peer, req->peer_port, req->id, buf, len);
 }
 
 int homa_reply_to(homa_socket *s, const homa_endpoint *peer, uint64_t id, const void *buf,
                   size_t len)
 {
-    if (peer == NULL)
-        return HOMA_ERR_INVAL;
+    if (peer == NULL) return HOMA_ERR_INVAL;
     return reply_common(s, &peer->addr, peer->port, id, buf, len);
 }
 
 int homa_abort(homa_socket *s, uint64_t id)
 {
-    if (s == NULL)
-        return HOMA_ERR_INVAL;
+    if (s == NULL) return HOMA_ERR_INVAL;
     homa_runtime *rt = s->rt;
     pthread_mutex_lock(&rt->lock);
     int rc;
@@ -1089,12 +1052,10 @@ int homa_abort(homa_socket *s, uint64_t id)
          * when the client times out. */
         struct pending_req **pp = NULL;
         rc = req_find(s, id, NULL, 0, &pp) > 0 ? 0 : HOMA_ERR_NOT_FOUND;
-        if (rc == 0)
-            req_forget(s, pp);
+        if (rc == 0) req_forget(s, pp);
     } else {
         rc = homa_engine_abort(rt->eng, now_ns(), s->port, id);
-        if (rc == 0)
-            tx_run(rt);
+        if (rc == 0) tx_run(rt);
     }
     pthread_mutex_unlock(&rt->lock);
     return rc;
@@ -1102,12 +1063,10 @@ int homa_abort(homa_socket *s, uint64_t id)
 
 void homa_release(homa_socket *s, homa_msg *msg)
 {
-    if (s == NULL || msg == NULL || msg->handle == NULL)
-        return;
+    if (s == NULL || msg == NULL || msg->handle == NULL) return;
     homa_runtime *rt = s->rt;
     pthread_mutex_lock(&rt->lock);
-    if (!s->closing)
-        homa_engine_release(rt->eng, msg);
+    if (!s->closing) homa_engine_release(rt->eng, msg);
     pthread_mutex_unlock(&rt->lock);
     msg->handle = NULL;
     msg->data = NULL;
@@ -1117,10 +1076,8 @@ void homa_release(homa_socket *s, homa_msg *msg)
 static int try_recv(homa_runtime *rt, homa_socket *s, unsigned flags, uint64_t id, homa_msg *msg)
 {
     int rc = homa_engine_recv(rt->eng, s->port, flags, id, msg);
-    if (rc != 0)
-        return rc;
-    if (msg->is_request)
-        req_remember(s, msg);
+    if (rc != 0) return rc;
+    if (msg->is_request) req_remember(s, msg);
     if (msg->error != 0) {
         /* A failed RPC carries no data: free it now so callers that only
          * check the return value don't leak it. */
@@ -1177,8 +1134,7 @@ int homa_recv(homa_socket *s, unsigned flags, uint64_t id, int64_t timeout_ns, h
     w.sock = s;
     cond_init_mono(&w.cond);
     w.next = rt->waiters;
-    if (rt->waiters != NULL)
-        rt->waiters->prev = &w;
+    if (rt->waiters != NULL) rt->waiters->prev = &w;
     rt->waiters = &w;
     s->users++;
 
@@ -1188,11 +1144,9 @@ int homa_recv(homa_socket *s, unsigned flags, uint64_t id, int64_t timeout_ns, h
             break;
         }
         rc = try_recv(rt, s, flags, id, msg);
-        if (rc != HOMA_ERR_AGAIN)
-            break;
+        if (rc != HOMA_ERR_AGAIN) break;
         uint64_t now = now_ns();
-        if (now >= deadline)
-            break;
+        if (now >= deadline) break;
         if (rt->poller == POLLER_NONE) {
             rt->poller = POLLER_APP;
             rt->poller_w = &w;
@@ -1208,13 +1162,14 @@ int homa_recv(homa_socket *s, unsigned flags, uint64_t id, int64_t timeout_ns, h
          * hand the token over; either way sleep until our message is ready
          * or the token comes to us. */
         rt->token_waiters++;
-        if (rt->poller == POLLER_BG && rt->poller_sleeping)
-            wake_poller(rt);
+        if (rt->poller == POLLER_BG && rt->poller_sleeping) wake_poller(rt);
         w.sleeping = 1;
         cond_wait_until(&w.cond, &rt->lock, deadline);
         w.sleeping = 0;
         rt->token_waiters--;
     }
+    /* We may have been woken to take the token but are leaving instead. */
+    if (rt->poller_w != &w) offer_token(rt);
 
     if (rt->poller_w == &w) {
         pass_token(rt);
@@ -1230,15 +1185,12 @@ int homa_recv(homa_socket *s, unsigned flags, uint64_t id, int64_t timeout_ns, h
         w.prev->next = w.next;
     else
         rt->waiters = w.next;
-    if (w.next != NULL)
-        w.next->prev = w.prev;
+    if (w.next != NULL) w.next->prev = w.prev;
     s->users--;
-    if (s->closing)
-        notify_state(rt);
+    if (s->closing) notify_state(rt);
     pthread_mutex_unlock(&rt->lock);
     pthread_cond_destroy(&w.cond);
-    if (rc != 0 && msg->id == 0)
-        memset(msg, 0, sizeof(*msg));
+    if (rc != 0 && msg->id == 0) memset(msg, 0, sizeof(*msg));
     return rc;
 }
 
@@ -1247,10 +1199,8 @@ int homa_call(homa_socket *s, const homa_endpoint *dst, const void *req, size_t 
 {
     uint64_t id;
     int rc = homa_send(s, dst, req, len, 0, &id);
-    if (rc != 0)
-        return rc;
+    if (rc != 0) return rc;
     rc = homa_recv(s, HOMA_RECV_RESPONSE, id, timeout_ns, resp);
-    if (rc == HOMA_ERR_AGAIN)
-        homa_abort(s, id);
+    if (rc == HOMA_ERR_AGAIN) homa_abort(s, id);
     return rc;
 }

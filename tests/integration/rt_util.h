@@ -38,8 +38,7 @@ static inline void rt_fill(uint8_t *buf, size_t len, uint64_t tag)
     }
     uint64_t x = rt_mix(tag);
     for (; i < len; i++) {
-        if ((i & 7) == 0)
-            x = rt_mix(x + i);
+        if ((i & 7) == 0) x = rt_mix(x + i);
         buf[i] = (uint8_t)(x >> ((i & 7) * 8));
     }
 }
@@ -55,13 +54,10 @@ static inline int rt_check(const uint8_t *buf, size_t len, uint64_t *tag_out)
     size_t i = len >= 8 ? 8 : 0;
     uint64_t x = rt_mix(tag);
     for (; i < len; i++) {
-        if ((i & 7) == 0)
-            x = rt_mix(x + i);
-        if (buf[i] != (uint8_t)(x >> ((i & 7) * 8)))
-            return 0;
+        if ((i & 7) == 0) x = rt_mix(x + i);
+        if (buf[i] != (uint8_t)(x >> ((i & 7) * 8))) return 0;
     }
-    if (tag_out != NULL)
-        *tag_out = tag;
+    if (tag_out != NULL) *tag_out = tag;
     return 1;
 }
 
@@ -69,8 +65,7 @@ static inline int rt_check(const uint8_t *buf, size_t len, uint64_t *tag_out)
 static inline void rt_test_options(homa_runtime_options *o, int use_env)
 {
     homa_runtime_options_default(o);
-    if (!use_env)
-        o->flags |= HOMA_RT_IGNORE_ENV;
+    if (!use_env) o->flags |= HOMA_RT_IGNORE_ENV;
 }
 
 #endif

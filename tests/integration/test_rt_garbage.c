@@ -25,7 +25,6 @@
 #define GARBAGE 3000
 
 static homa_socket *server;
-static volatile int stop_server;
 
 static void *server_main(void *arg)
 {
@@ -33,10 +32,8 @@ static void *server_main(void *arg)
     for (;;) {
         homa_msg m;
         int rc = homa_recv(server, HOMA_RECV_REQUEST, 0, HOMA_FOREVER, &m);
-        if (rc == HOMA_ERR_SHUTDOWN)
-            break;
-        if (rc != 0)
-            continue;
+        if (rc == HOMA_ERR_SHUTDOWN) break;
+        if (rc != 0) continue;
         homa_reply_msg(server, &m, m.data, m.length);
         homa_release(server, &m);
     }
@@ -45,9 +42,9 @@ static void *server_main(void *arg)
 
 struct garbage {
     uint16_t port;
-    int invalid;  /* structurally invalid: counted by the driver */
-    int zero_id;  /* well-formed GRANTs with sender_id 0: engine drop */
-    int stray;    /* well-formed GRANTs for RPCs that don't exist */
+    int invalid; /* structurally invalid: counted by the driver */
+    int zero_id; /* well-formed GRANTs with sender_id 0: engine drop */
+    int stray;   /* well-formed GRANTs for RPCs that don't exist */
 };
 
 static void *garbage_main(void *arg)
@@ -103,8 +100,7 @@ static void *garbage_main(void *arg)
             sendto(fd4, buf, len, 0, (struct sockaddr *)&a4, sizeof(a4));
         else
             sendto(fd6, buf, len, 0, (struct sockaddr *)&a6, sizeof(a6));
-        if (i % 100 == 0)
-            usleep(1000);
+        if (i % 100 == 0) usleep(1000);
     }
     close(fd4);
     close(fd6);
@@ -147,8 +143,9 @@ static void test_garbage(void **state)
     homa_counters ec;
     homa_driver_counters dc;
     homa_runtime_counters(srt, &ec, &dc);
-    fprintf(stderr, "garbage: driver garbage_in %lu of %d invalid; engine drop_zero_id %lu "
-                    "(%d sent), drop_no_rpc %lu (%d stray)\n",
+    fprintf(stderr,
+            "garbage: driver garbage_in %lu of %d invalid; engine drop_zero_id %lu "
+            "(%d sent), drop_no_rpc %lu (%d stray)\n",
             (unsigned long)dc.garbage_in, g.invalid, (unsigned long)ec.drop_zero_id, g.zero_id,
             (unsigned long)ec.drop_no_rpc, g.stray);
     /* Loopback rarely loses anything, but a datagram the kernel drops for

@@ -30,15 +30,12 @@ static void child_main(int pipe_wr)
     rt_test_options(&o, 0);
     homa_runtime *rt;
     homa_socket *s;
-    if (homa_runtime_create(&o, &rt) != 0 || homa_socket_open(rt, 0, &s) != 0)
-        _exit(2);
+    if (homa_runtime_create(&o, &rt) != 0 || homa_socket_open(rt, 0, &s) != 0) _exit(2);
     uint16_t port = homa_socket_port(s);
-    if (write(pipe_wr, &port, sizeof(port)) != (ssize_t)sizeof(port))
-        _exit(3);
+    if (write(pipe_wr, &port, sizeof(port)) != (ssize_t)sizeof(port)) _exit(3);
     for (;;) {
         homa_msg m;
-        if (homa_recv(s, HOMA_RECV_REQUEST, 0, HOMA_FOREVER, &m) != 0)
-            continue;
+        if (homa_recv(s, HOMA_RECV_REQUEST, 0, HOMA_FOREVER, &m) != 0) continue;
         if (m.length > 0 && m.data[0] == 1) {
             homa_release(s, &m);
             continue;

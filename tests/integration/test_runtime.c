@@ -38,19 +38,15 @@ static void *echo_main(void *arg)
     for (;;) {
         homa_msg m;
         int rc = homa_recv(e->sock, HOMA_RECV_REQUEST, 0, HOMA_FOREVER, &m);
-        if (rc == HOMA_ERR_SHUTDOWN)
-            break;
-        if (rc != 0)
-            continue;
-        if (e->delay_us)
-            usleep((useconds_t)e->delay_us);
+        if (rc == HOMA_ERR_SHUTDOWN) break;
+        if (rc != 0) continue;
+        if (e->delay_us) usleep((useconds_t)e->delay_us);
         if (e->use_reply_msg)
             rc = homa_reply_msg(e->sock, &m, m.data, m.length);
         else
             rc = homa_reply(e->sock, m.id, m.data, m.length);
         homa_release(e->sock, &m);
-        if (rc == 0)
-            __atomic_fetch_add(&e->served, 1, __ATOMIC_RELAXED);
+        if (rc == 0) __atomic_fetch_add(&e->served, 1, __ATOMIC_RELAXED);
     }
     return NULL;
 }
@@ -87,8 +83,7 @@ static void call_and_check(homa_socket *c, const homa_endpoint *dst, size_t len,
     assert_int_equal(resp.length, len);
     assert_false(resp.is_request);
     assert_true(resp.id % 2 == 0);
-    if (len > 0)
-        assert_memory_equal(resp.data, buf, len);
+    if (len > 0) assert_memory_equal(resp.data, buf, len);
     homa_endpoint peer;
     homa_msg_peer(&resp, &peer);
     assert_true(homa_endpoint_equal(&peer, dst));
@@ -229,8 +224,7 @@ static void test_server_reply_rules(void **state)
     for (int i = 0; i < 2; i++) {
         assert_int_equal(homa_recv(c, HOMA_RECV_RESPONSE, 0, 5 * SEC, &m), 0);
         assert_int_equal(m.length, 3);
-        if (m.id == id1)
-            assert_memory_equal(m.data, (r1.id == (id1 ^ 1)) ? "ONE" : "TWO", 3);
+        if (m.id == id1) assert_memory_equal(m.data, (r1.id == (id1 ^ 1)) ? "ONE" : "TWO", 3);
         homa_release(c, &m);
     }
 

@@ -77,12 +77,10 @@ static uint32_t pkt_seq(const uint8_t *d)
 
 static int check_payload(const homa_io_rx *r, uint32_t expect_len)
 {
-    if (r->len != HOMA_DATA_HDR_LEN + expect_len)
-        return 0;
+    if (r->len != HOMA_DATA_HDR_LEN + expect_len) return 0;
     uint32_t seq = pkt_seq(r->data);
     for (uint32_t i = 0; i < expect_len; i++)
-        if (r->data[HOMA_DATA_HDR_LEN + i] != (uint8_t)(seq * 31 + i))
-            return 0;
+        if (r->data[HOMA_DATA_HDR_LEN + i] != (uint8_t)(seq * 31 + i)) return 0;
     return 1;
 }
 
@@ -97,11 +95,9 @@ static int recv_until(homa_io_sock *s, int want, int timeout_ms, rx_fn fn, void 
     while (got < want && now_ns() < end) {
         int n = io->recv(s, now_ns(), rx, 256);
         for (int i = 0; i < n; i++)
-            if (fn)
-                fn(&rx[i], arg);
+            if (fn) fn(&rx[i], arg);
         got += n;
-        if (n == 0)
-            usleep(200);
+        if (n == 0) usleep(200);
     }
     return got;
 }
@@ -124,10 +120,8 @@ static void note(const homa_io_rx *r, void *arg)
         sn->bad++;
         return;
     }
-    if (r->tos != sn->tos_expect[seq])
-        sn->tos_bad++;
-    if (seq < sn->last_seq)
-        sn->inversions++;
+    if (r->tos != sn->tos_expect[seq]) sn->tos_bad++;
+    if (seq < sn->last_seq) sn->inversions++;
     sn->last_seq = seq;
     sn->hit[seq]++;
 }
@@ -172,11 +166,9 @@ static void batch_roundtrip(const char *host, unsigned flags, int n, int equal_s
     if (equal_sizes && !(flags & HOMA_IO_NO_GSO) && homa_udp_gso_supported()) {
         assert_true(ca.gso_sends > 0);
         assert_true(ca.gso_segments >= (uint64_t)n / 2);
-        if (!(flags & HOMA_IO_NO_GRO) && homa_udp_uses_gro(b))
-            assert_true(cb.gro_buffers > 0);
+        if (!(flags & HOMA_IO_NO_GRO) && homa_udp_uses_gro(b)) assert_true(cb.gro_buffers > 0);
     }
-    if (flags & HOMA_IO_NO_GSO)
-        assert_int_equal(ca.gso_sends, 0);
+    if (flags & HOMA_IO_NO_GSO) assert_int_equal(ca.gso_sends, 0);
     io->close(a);
     io->close(b);
 }
@@ -196,24 +188,21 @@ static void test_batch_ipv6(void **state)
 static void test_gso_gro_ipv4(void **state)
 {
     (void)state;
-    if (!homa_udp_gso_supported())
-        skip();
+    if (!homa_udp_gso_supported()) skip();
     batch_roundtrip("127.0.0.1", 0, 200, 1);
 }
 
 static void test_gso_gro_ipv6(void **state)
 {
     (void)state;
-    if (!homa_udp_gso_supported())
-        skip();
+    if (!homa_udp_gso_supported()) skip();
     batch_roundtrip("::1", 0, 200, 1);
 }
 
 static void test_gso_without_gro(void **state)
 {
     (void)state;
-    if (!homa_udp_gso_supported())
-        skip();
+    if (!homa_udp_gso_supported()) skip();
     /* The receiver gets ordinary datagrams (the kernel segments). */
     batch_roundtrip("127.0.0.1", HOMA_IO_NO_GRO, 100, 1);
 }
@@ -236,8 +225,8 @@ static void test_control_packets_and_garbage(void **state)
     homa_pkt_out bad[3];
     for (int i = 0; i < 3; i++)
         bad[i] = p;
-    bad[0].hdr_len = 10;           /* too short */
-    bad[1].hdr[11] = 0x42;         /* unknown type */
+    bad[0].hdr_len = 10;                 /* too short */
+    bad[1].hdr[11] = 0x42;               /* unknown type */
     bad[2].hdr_len = HOMA_GRANT_LEN - 1; /* truncated GRANT */
     assert_int_equal(io->send(a, now_ns(), bad, 3), 3);
     assert_int_equal(io->send(a, now_ns(), &p, 1), 1);
@@ -288,8 +277,7 @@ static int faulty_run(const homa_faults *f, int n, homa_driver_counters *ctr_tx,
     assert_int_equal(sn.bad, 0);
     memset(ctr_tx, 0, sizeof(*ctr_tx));
     io->counters(a, ctr_tx);
-    if (inversions)
-        *inversions = sn.inversions;
+    if (inversions) *inversions = sn.inversions;
     io->close(a);
     io->close(b);
     return got;
@@ -383,9 +371,8 @@ static void test_faults_parse(void **state)
     assert_false(homa_faults_none(&f));
     assert_int_equal(homa_faults_parse("", &f, err, sizeof(err)), 0);
     assert_true(homa_faults_none(&f));
-    assert_int_equal(homa_faults_parse(" reorder=0.5 , delay=0.1,delay_us=50,dir=rx,", &f, err,
-                                       sizeof(err)),
-                     0);
+    assert_int_equal(
+        homa_faults_parse(" reorder=0.5 , delay=0.1,delay_us=50,dir=rx,", &f, err, sizeof(err)), 0);
     assert_true(f.reorder == 0.5 && f.delay == 0.1 && f.delay_us == 50 && f.dirs == HOMA_FAULT_RX);
 
     assert_int_equal(homa_faults_parse("drop=5", &f, err, sizeof(err)), HOMA_ERR_INVAL);

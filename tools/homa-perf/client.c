@@ -22,6 +22,8 @@
 #include <string.h>
 #include <sys/prctl.h>
 
+#include <homa/errors.h>
+
 #include "pattern.h"
 #include "wlgen.h"
 
@@ -103,7 +105,7 @@ static void closed_loop(tctx *t, pt_client *c)
             inflight--;
             int measured = t_send[i] >= warm_end && t_send[i] < end;
             if (comp[k].error) {
-                r->failed++;
+                perf_result_fail(r, comp[k].error, 1);
             } else if (o->verify &&
                        (comp[k].len != size || !pattern_check(comp[k].data, size, seq[i]))) {
                 r->mismatches++;
@@ -240,6 +242,14 @@ static void open_loop(tctx *t, pt_client *c)
             s->t_send = perf_now_ns();
             if (s->measured) hist_record(&r->lag, s->t_send - sched);
             int rc = c->ops->send(c, -1, (uint64_t)i, buf, s->size);
+            if (rc < 0 && o->proto == PERF_HOMA && (rc == HOMA_ERR_LIMIT || rc == HOMA_ERR_NOMEM)) {
+                /* Overload: the RPC is refused, the run goes on. */
+                perf_result_fail(r, rc, 1);
+                pool_put(&pool, i);
+                next_arrival += rng_exp(&rng, mean_gap_ns);
+                now = perf_now_ns();
+                continue;
+            }
             if (rc < 0) {
                 fatal_tp(r, o->proto, "send", rc);
                 goto out;
@@ -248,8 +258,8 @@ static void open_loop(tctx *t, pt_client *c)
             next_arrival += rng_exp(&rng, mean_gap_ns);
             now = perf_now_ns();
         }
-        if (!issuing && inflight == 0) break;
         if (now >= end) issuing = 0;
+        if (!issuing && inflight == 0) break;
         if (!issuing && now >= drain_end) break;
         uint64_t deadline = issuing ? (uint64_t)next_arrival : drain_end;
         if (issuing && deadline > end) deadline = end;
@@ -269,7 +279,7 @@ static void open_loop(tctx *t, pt_client *c)
             oslot *s = &pool.s[i];
             inflight--;
             if (comp[k].error) {
-                r->failed++;
+                perf_result_fail(r, comp[k].error, 1);
             } else if (comp[k].len != s->size ||
                        (o->verify && !pattern_check(comp[k].data, s->size, s->seq))) {
                 r->mismatches++;

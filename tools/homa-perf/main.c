@@ -16,7 +16,7 @@
 
 static const char usage_text[] =
     "usage:\n"
-    "  homa-perf server  --proto homa|tcp --port P [--threads N]\n"
+    "  homa-perf server  --proto homa|tcp --port P [--threads N] [--busy-poll US]\n"
     "  homa-perf client  --proto homa|tcp --server HOST:PORT --test rtt|tput|workload\n"
     "                    [--size BYTES] [--outstanding N] [--workload w1..w5] [--gbps G]\n"
     "                    [--seconds S] [--verify] [--json] [more options below]\n"

@@ -18,6 +18,7 @@ enum perf_test { TEST_RTT = 0, TEST_TPUT = 1, TEST_WORKLOAD = 2 };
 #define PERF_MAX_MESSAGE 1000000u /* Homa's default max_message_length */
 #define PERF_MAX_BUCKETS 10
 #define PERF_MAX_CAL 32
+#define PERF_MAX_FAIL_KINDS 8
 
 typedef struct perf_opts {
     int proto;
@@ -76,9 +77,14 @@ typedef struct perf_result {
     int threads;
     int conns;
     int busy_poll_us;
-    double window_s;     /* length of the measurement window, seconds */
-    uint64_t rpcs;       /* measured RPCs that completed successfully */
-    uint64_t failed;     /* RPCs that completed with an error */
+    double window_s; /* length of the measurement window, seconds */
+    uint64_t rpcs;   /* measured RPCs that completed successfully */
+    uint64_t failed; /* RPCs that completed with an error */
+    /* failed, by error code (first PERF_MAX_FAIL_KINDS codes; the rest in
+     * the last entry, code 0). */
+    int nfail_kinds;
+    int fail_code[PERF_MAX_FAIL_KINDS];
+    uint64_t fail_count[PERF_MAX_FAIL_KINDS];
     uint64_t mismatches; /* --verify: responses whose bytes were wrong */
     uint64_t unfinished; /* still in flight when the drain time ran out */
     uint64_t errors;     /* failed + mismatches + unfinished */
@@ -103,6 +109,8 @@ void perf_result_init(perf_result *r);
 void perf_result_free(perf_result *r);
 /* Adds src's counters and histograms into dst. */
 void perf_result_merge(perf_result *dst, const perf_result *src);
+/* Counts `count` failed RPCs with error `code`. */
+void perf_result_fail(perf_result *r, int code, uint64_t count);
 double perf_result_gbps(const perf_result *r);
 double perf_result_rate(const perf_result *r);
 

@@ -30,10 +30,30 @@ void perf_result_free(perf_result *r)
     }
 }
 
+void perf_result_fail(perf_result *r, int code, uint64_t count)
+{
+    int i = 0;
+    while (i < r->nfail_kinds && r->fail_code[i] != code)
+        i++;
+    if (i == r->nfail_kinds) {
+        if (r->nfail_kinds < PERF_MAX_FAIL_KINDS) {
+            r->nfail_kinds++;
+            r->fail_code[i] = code;
+            r->fail_count[i] = 0;
+        } else {
+            i = PERF_MAX_FAIL_KINDS - 1;
+            r->fail_code[i] = 0;
+        }
+    }
+    r->fail_count[i] += count;
+    r->failed += count;
+}
+
 void perf_result_merge(perf_result *dst, const perf_result *src)
 {
     dst->rpcs += src->rpcs;
-    dst->failed += src->failed;
+    for (int i = 0; i < src->nfail_kinds; i++)
+        perf_result_fail(dst, src->fail_code[i], src->fail_count[i]);
     dst->mismatches += src->mismatches;
     dst->unfinished += src->unfinished;
     dst->bytes += src->bytes;
@@ -116,6 +136,9 @@ void perf_print_human(const perf_opts *o, const perf_result *r)
            verified(r) ? "yes"
            : r->verify ? "NO"
                        : "not requested");
+    for (int i = 0; i < r->nfail_kinds; i++)
+        printf("  failed      %llu: %s\n", (unsigned long long)r->fail_count[i],
+               r->fail_code[i] ? pt_strerror(r->proto, r->fail_code[i]) : "other errors");
     if (r->lat.count)
         printf("  latency us  min %.2f  p50 %.2f  p99 %.2f  p99.9 %.2f  max %.2f  mean %.2f\n",
                us(r->lat.min), q_us(&r->lat, 0.5), q_us(&r->lat, 0.99), q_us(&r->lat, 0.999),
@@ -141,7 +164,7 @@ void perf_print_human(const perf_opts *o, const perf_result *r)
         if (r->ncal) {
             printf("  best-case rtt (unloaded minimum):");
             for (int i = 0; i < r->ncal; i++)
-                printf(" %uB=%.1fus", r->cal[i].size, us(r->cal[i].min_ns));
+                if (r->cal[i].samples) printf(" %uB=%.1fus", r->cal[i].size, us(r->cal[i].min_ns));
             printf("\n");
         }
     }
@@ -178,6 +201,16 @@ void perf_json_result(json_writer *j, const char *key, const perf_opts *o, const
     json_u64(j, "rpcs", r->rpcs);
     json_u64(j, "errors", r->errors);
     json_u64(j, "failed", r->failed);
+    json_arr_begin(j, "failures");
+    for (int i = 0; i < r->nfail_kinds; i++) {
+        json_obj_begin(j, NULL);
+        json_i64(j, "code", r->fail_code[i]);
+        json_str(j, "error",
+                 r->fail_code[i] ? pt_strerror(r->proto, r->fail_code[i]) : "other errors");
+        json_u64(j, "count", r->fail_count[i]);
+        json_obj_end(j);
+    }
+    json_arr_end(j);
     json_u64(j, "mismatches", r->mismatches);
     json_u64(j, "unfinished", r->unfinished);
     json_bool(j, "verify", r->verify);

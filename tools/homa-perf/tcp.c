@@ -379,15 +379,15 @@ int tcp_client_create(const perf_addr *addr, int conns, uint64_t spin_ns, pt_cli
     tc->spin_ns = spin_ns;
     tc->nconns = conns;
     tc->conns = calloc((size_t)conns, sizeof(cconn));
+    if (!tc->conns) tc->nconns = 0;
+    for (int i = 0; i < tc->nconns; i++)
+        tc->conns[i].fd = -1;
     tc->epfd = epoll_create1(EPOLL_CLOEXEC);
     if (!tc->conns || tc->epfd < 0) {
         snprintf(err, errlen, "tcp client: %s", strerror(tc->conns ? errno : ENOMEM));
-        if (!tc->conns) tc->nconns = 0;
         tcp_client_destroy(&tc->base);
         return -ENOMEM;
     }
-    for (int i = 0; i < conns; i++)
-        tc->conns[i].fd = -1;
     for (int i = 0; i < conns; i++) {
         cconn *c = &tc->conns[i];
         c->fd = socket(addr->ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);

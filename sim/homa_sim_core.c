@@ -1,0 +1,959 @@
+/* homa-sim: building the network, driving the workload, measuring. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "homa_sim.h"
+#include "vhost.h"
+
+/* Where workloads are found when neither --data nor $HOMA_DATA_DIR says. */
+#ifndef HOMA_DEFAULT_DATA_DIR
+#define HOMA_DEFAULT_DATA_DIR NULL
+#endif
+
+/* RPC record flags */
+enum {
+    R_LIVE = 1,
+    R_MEAS_REQ = 2,  /* request is measured */
+    R_MEAS_RESP = 4, /* response is measured */
+    R_REQ_DONE = 8,
+    R_RESP_STARTED = 16,
+};
+
+struct rpcrec {
+    uint64_t req_start, resp_start;
+    uint64_t client_id;
+    uint32_t req_len, resp_len;
+    int32_t src, dst;
+    int32_t script; /* index into s->script, or -1 */
+    uint32_t next_free;
+    uint8_t flags;
+};
+
+struct sample {
+    uint32_t len;
+    float slowdown;
+    float lat_us;
+};
+
+struct script_ev;
+
+struct script {
+    uint64_t at;
+    int src, dst;
+    uint32_t req_len;
+    int64_t resp_len;
+    uint64_t req_lat, resp_lat;
+    struct script_ev *ev; /* until it fires */
+};
+
+struct hhost {
+    struct hsim *s;
+    struct vhost *vh;
+    struct vnet_rng rng; /* arrivals and sizes: independent of the network's draws */
+    int idx;
+};
+
+/* (client host, client id) -> record, so the server side can find the
+ * record of a request it received (open addressing, linear probing). */
+struct hent {
+    uint64_t id; /* 0 = empty (client ids are even and never 0) */
+    int32_t host;
+    uint32_t rec;
+};
+
+struct hsim {
+    struct hsim_opts o;
+    struct hsim_net_params np;
+    homa_workload *w;
+    uint32_t trunc; /* max size, 0 = none */
+    uint32_t max_len;
+    struct vnet *net;
+    int n;
+    struct hhost *h;
+    homa_config cfg;
+    int unsched_levels;
+    uint8_t *zeros;
+    uint32_t zeros_len;
+    double gap_ns; /* mean time between RPC starts per host */
+    bool poisson;
+
+    struct rpcrec *rec;
+    uint32_t nrec, caprec, free_head;
+    struct hent *tab;
+    uint32_t tab_mask, tab_n;
+
+    uint64_t t_start, t_end, t_stop; /* window start/end, hard stop */
+    uint64_t pending;                /* measured messages not yet finished */
+    struct sample *smp;
+    uint64_t nsmp, capsmp;
+    uint64_t failed_msgs, send_errors, unmatched;
+    double offered_wire; /* wire bytes of messages started in the window */
+    double started_bytes, done_bytes;
+
+    struct script *script;
+    int nscript, capscript;
+    float *ideal_cache[2]; /* ideal ns by length for short lengths, per path kind */
+    uint32_t ideal_cache_n;
+};
+
+#define NOREC UINT32_MAX
+
+/* ---- small utilities ---- */
+
+static uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    x ^= x >> 33;
+    return x;
+}
+
+static void *xrealloc(void *p, size_t n)
+{
+    void *q = realloc(p, n);
+    if (!q) {
+        fprintf(stderr, "homa-sim: out of memory\n");
+        abort();
+    }
+    return q;
+}
+
+static uint32_t rec_alloc(struct hsim *s)
+{
+    uint32_t i;
+    if (s->free_head != NOREC) {
+        i = s->free_head;
+        s->free_head = s->rec[i].next_free;
+    } else {
+        if (s->nrec == s->caprec) {
+            s->caprec = s->caprec ? 2 * s->caprec : 4096;
+            s->rec = xrealloc(s->rec, s->caprec * sizeof(*s->rec));
+        }
+        i = s->nrec++;
+    }
+    memset(&s->rec[i], 0, sizeof(s->rec[i]));
+    s->rec[i].script = -1;
+    s->rec[i].flags = R_LIVE;
+    return i;
+}
+
+static void rec_free(struct hsim *s, uint32_t i)
+{
+    s->rec[i].flags = 0;
+    s->rec[i].next_free = s->free_head;
+    s->free_head = i;
+}
+
+static uint32_t slot_of(const struct hsim *s, int host, uint64_t id)
+{
+    return (uint32_t)mix64(id ^ ((uint64_t)(uint32_t)host << 40)) & s->tab_mask;
+}
+
+static void tab_insert(struct hsim *s, int host, uint64_t id, uint32_t rec)
+{
+    if ((s->tab_n + 1) * 2 > s->tab_mask + 1) {
+        /* grow to keep the load factor under 1/2 */
+        uint32_t old = s->tab_mask + 1;
+        struct hent *ot = s->tab;
+        s->tab_mask = old * 2 - 1;
+        s->tab = calloc((size_t)old * 2, sizeof(*s->tab));
+        if (!s->tab) xrealloc(NULL, 0);
+        s->tab_n = 0;
+        for (uint32_t k = 0; k < old; k++)
+            if (ot[k].id) tab_insert(s, ot[k].host, ot[k].id, ot[k].rec);
+        free(ot);
+    }
+    uint32_t k = slot_of(s, host, id);
+    while (s->tab[k].id)
+        k = (k + 1) & s->tab_mask;
+    s->tab[k] = (struct hent){id, host, rec};
+    s->tab_n++;
+}
+
+/* Finds and removes an entry; NOREC if absent. */
+static uint32_t tab_take(struct hsim *s, int host, uint64_t id)
+{
+    uint32_t k = slot_of(s, host, id);
+    while (s->tab[k].id && !(s->tab[k].id == id && s->tab[k].host == host))
+        k = (k + 1) & s->tab_mask;
+    if (!s->tab[k].id) return NOREC;
+    uint32_t rec = s->tab[k].rec;
+    /* backward-shift deletion keeps probe chains intact without tombstones */
+    uint32_t hole = k;
+    for (uint32_t j = (k + 1) & s->tab_mask; s->tab[j].id; j = (j + 1) & s->tab_mask) {
+        uint32_t want = slot_of(s, s->tab[j].host, s->tab[j].id);
+        /* move j into the hole if its home slot is not in (hole, j] */
+        if (((j - want) & s->tab_mask) >= ((j - hole) & s->tab_mask)) {
+            s->tab[hole] = s->tab[j];
+            hole = j;
+        }
+    }
+    s->tab[hole].id = 0;
+    s->tab_n--;
+    return rec;
+}
+
+static bool cross_rack(const struct hsim *s, int a, int b)
+{
+    int hpr = s->o.hosts_per_rack;
+    return a / hpr != b / hpr;
+}
+
+static double ideal(struct hsim *s, uint32_t len, bool cross)
+{
+    if (len < s->ideal_cache_n) {
+        float *c = s->ideal_cache[cross];
+        if (c[len] == 0) c[len] = (float)hsim_ideal_ns(&s->np, len, cross);
+        return c[len];
+    }
+    return hsim_ideal_ns(&s->np, len, cross);
+}
+
+static void add_sample(struct hsim *s, uint32_t len, int src, int dst, uint64_t lat)
+{
+    if (s->nsmp == s->capsmp) {
+        s->capsmp = s->capsmp ? 2 * s->capsmp : 65536;
+        s->smp = xrealloc(s->smp, s->capsmp * sizeof(*s->smp));
+    }
+    double id = ideal(s, len, cross_rack(s, src, dst));
+    s->smp[s->nsmp++] = (struct sample){len, (float)((double)lat / id), (float)(lat / 1e3)};
+}
+
+/* Message contents do not matter (the engine copies them): one buffer of
+ * zeros, grown to the longest message sent so far. */
+static const uint8_t *zeros(struct hsim *s, uint32_t len)
+{
+    if (len > s->zeros_len) {
+        free(s->zeros);
+        s->zeros = calloc(len, 1);
+        if (!s->zeros) xrealloc(NULL, 0);
+        s->zeros_len = len;
+    }
+    return s->zeros;
+}
+
+static bool in_window(const struct hsim *s, uint64_t t)
+{
+    return t >= s->t_start && t < s->t_end;
+}
+
+static uint32_t draw_len(struct hsim *s, struct hhost *h)
+{
+    return homa_workload_sample(s->w, vnet_rng_uniform(&h->rng), s->trunc);
+}
+
+static void message_started(struct hsim *s, uint32_t len, bool measured)
+{
+    s->started_bytes += len;
+    if (measured) s->pending++;
+}
+
+/* ---- the application ---- */
+
+static void start_rpc(struct hsim *s, uint64_t now, int src, int dst, uint32_t req_len,
+                      int64_t resp_len, bool measure, int script)
+{
+    uint32_t r = rec_alloc(s);
+    struct rpcrec *rc = &s->rec[r];
+    rc->req_start = now;
+    rc->req_len = req_len;
+    rc->resp_len = (uint32_t)resp_len;
+    rc->src = src;
+    rc->dst = dst;
+    rc->script = script;
+    /* A response is measured if it is a workload message started in the
+     * window (decided when it starts) or part of a scripted RPC. */
+    if (measure) rc->flags |= R_MEAS_REQ;
+    homa_addr dst_addr = vhost_addr(dst);
+    struct vhost *vh = s->h[src].vh;
+    uint64_t id;
+    int err = homa_engine_send_request(vh->eng, now, HSIM_CLIENT_PORT, &dst_addr, HSIM_SERVER_PORT,
+                                       zeros(s, req_len), req_len, r, &id);
+    if (err) {
+        s->send_errors++;
+        if (measure) s->failed_msgs++;
+        rec_free(s, r);
+        return;
+    }
+    rc = &s->rec[r];
+    rc->client_id = id;
+    tab_insert(s, src, id, r);
+    if (in_window(s, now))
+        s->offered_wire += hsim_wire_bytes(req_len, s->np.max_payload, s->np.overhead_bytes);
+    message_started(s, req_len, measure);
+    vhost_poke(vh);
+}
+
+static void on_ready(struct vhost *vh, uint16_t port, void *app)
+{
+    struct hsim *s = app;
+    uint64_t now = vnet_now(s->net);
+    homa_msg m;
+    if (port == HSIM_SERVER_PORT) {
+        while (homa_engine_recv(vh->eng, port, HOMA_RECV_REQUEST, 0, &m) == 0) {
+            int client = vhost_index(&m.peer);
+            uint32_t r = tab_take(s, client, m.id ^ 1);
+            uint32_t resp_len = 0;
+            if (r == NOREC) {
+                s->unmatched++; /* cannot happen unless a request is delivered twice */
+            } else {
+                struct rpcrec *rc = &s->rec[r];
+                rc->flags |= R_REQ_DONE;
+                s->done_bytes += rc->req_len;
+                uint64_t lat = now - rc->req_start;
+                if (rc->flags & R_MEAS_REQ) {
+                    add_sample(s, rc->req_len, rc->src, rc->dst, lat);
+                    s->pending--;
+                }
+                if (rc->script >= 0) s->script[rc->script].req_lat = lat;
+                resp_len = rc->resp_len;
+                rc->resp_start = now;
+                rc->flags |= R_RESP_STARTED;
+                bool meas = rc->script >= 0 || (s->o.reply_bytes < 0 && in_window(s, now));
+                if (meas) rc->flags |= R_MEAS_RESP;
+                if (in_window(s, now))
+                    s->offered_wire +=
+                        hsim_wire_bytes(resp_len, s->np.max_payload, s->np.overhead_bytes);
+                message_started(s, resp_len, meas);
+            }
+            homa_engine_send_reply(vh->eng, now, port, &m.peer, m.peer_port, m.id,
+                                   zeros(s, resp_len), resp_len);
+            homa_engine_release(vh->eng, &m);
+        }
+        return;
+    }
+    while (homa_engine_recv(vh->eng, port, HOMA_RECV_RESPONSE, 0, &m) == 0) {
+        uint32_t r = (uint32_t)m.cookie;
+        struct rpcrec *rc = &s->rec[r];
+        if (m.error) {
+            /* The RPC failed: whatever of it was still on its way is lost. */
+            if (!(rc->flags & R_REQ_DONE)) {
+                tab_take(s, rc->src, rc->client_id);
+                s->done_bytes += rc->req_len;
+                if (rc->flags & R_MEAS_REQ) {
+                    s->failed_msgs++;
+                    s->pending--;
+                }
+            } else {
+                s->done_bytes += rc->resp_len;
+                if (rc->flags & R_MEAS_RESP) {
+                    s->failed_msgs++;
+                    s->pending--;
+                }
+            }
+        } else {
+            uint64_t lat = now - rc->resp_start;
+            s->done_bytes += rc->resp_len;
+            if (rc->flags & R_MEAS_RESP) {
+                add_sample(s, rc->resp_len, rc->dst, rc->src, lat);
+                s->pending--;
+            }
+            if (rc->script >= 0) s->script[rc->script].resp_lat = lat;
+        }
+        homa_engine_release(vh->eng, &m);
+        rec_free(s, r);
+    }
+}
+
+/* Poisson arrivals: each host's next RPC start is one event. */
+static void arrival(void *arg, uint64_t now)
+{
+    struct hhost *h = arg;
+    struct hsim *s = h->s;
+    if (now >= s->t_stop) return;
+    int dst = (int)vnet_rng_below(&h->rng, (uint64_t)s->n - 1);
+    if (dst >= h->idx) dst++;
+    uint32_t req = draw_len(s, h);
+    int64_t resp = s->o.reply_bytes >= 0 ? s->o.reply_bytes : (int64_t)draw_len(s, h);
+    start_rpc(s, now, h->idx, dst, req, resp, in_window(s, now), -1);
+    double gap = vnet_rng_exp(&h->rng, s->gap_ns);
+    vnet_at(s->net, now + (uint64_t)llround(gap), arrival, h);
+}
+
+struct script_ev {
+    struct hsim *s;
+    int idx;
+};
+
+static void script_fire(void *arg, uint64_t now)
+{
+    struct script_ev *e = arg;
+    struct hsim *s = e->s;
+    struct script *sc = &s->script[e->idx];
+    int64_t resp = sc->resp_len >= 0 ? sc->resp_len : s->o.reply_bytes >= 0 ? s->o.reply_bytes : 0;
+    /* counted as pending when added */
+    s->pending--;
+    sc->ev = NULL;
+    free(e);
+    start_rpc(s, now, sc->src, sc->dst, sc->req_len, resp, true, (int)(sc - s->script));
+}
+
+int hsim_add_rpc(struct hsim *s, uint64_t t, int src, int dst, uint32_t req_len, int64_t resp_len)
+{
+    if (src < 0 || dst < 0 || src >= s->n || dst >= s->n || src == dst) return -1;
+    if (s->nscript == s->capscript) {
+        s->capscript = s->capscript ? 2 * s->capscript : 64;
+        s->script = xrealloc(s->script, (size_t)s->capscript * sizeof(*s->script));
+    }
+    int idx = s->nscript++;
+    struct script_ev *e = malloc(sizeof(*e));
+    if (!e) return -1;
+    s->script[idx] = (struct script){t, src, dst, req_len, resp_len, 0, 0, e};
+    e->s = s;
+    e->idx = idx;
+    s->pending++; /* keeps the run going until it has started */
+    vnet_at(s->net, t, script_fire, e);
+    return idx;
+}
+
+uint64_t hsim_rpc_latency(const struct hsim *s, int idx, bool response)
+{
+    if (idx < 0 || idx >= s->nscript) return 0;
+    return response ? s->script[idx].resp_lat : s->script[idx].req_lat;
+}
+
+/* ---- setup ---- */
+
+static double mean_wire(const homa_workload *w, uint32_t trunc, uint32_t mp, uint32_t ovh)
+{
+    size_t np = homa_workload_points(w);
+    double prev = 0, sum = 0;
+    for (size_t i = 0; i < np; i++) {
+        uint32_t L;
+        double f;
+        homa_workload_point(w, i, &L, &f);
+        if (trunc && L > trunc) L = trunc;
+        sum += (f - prev) * hsim_wire_bytes(L, mp, ovh);
+        prev = f;
+    }
+    return sum;
+}
+
+/* Default run lengths (simulated ms): long enough for a few thousand short
+ * messages and for the backlog of long messages to settle, short enough
+ * that `homa-sim reproduce` fits in 30 minutes on 2 cores. */
+static void default_times(const char *wl, double *warm, double *meas, double *drain)
+{
+    static const double t[5][3] = {
+        {0.5, 2, 2}, {0.5, 4, 4}, {5, 20, 20}, {20, 150, 100}, {50, 400, 200},
+    };
+    int k = 3;
+    if (wl && (wl[0] == 'w' || wl[0] == 'W') && wl[1] >= '1' && wl[1] <= '5') k = wl[1] - '1';
+    *warm = t[k][0];
+    *meas = t[k][1];
+    *drain = t[k][2];
+}
+
+struct hsim *hsim_create(const struct hsim_opts *oin, char *err, size_t errlen)
+{
+    struct hsim *s = calloc(1, sizeof(*s));
+    if (!s) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    s->o = *oin;
+    struct hsim_opts *o = &s->o;
+    s->free_head = NOREC;
+
+    /* topology */
+    if (o->hosts_per_rack <= 0) o->hosts_per_rack = 16;
+    if (o->racks <= 0) {
+        if (o->hosts <= o->hosts_per_rack) {
+            o->racks = 1;
+            o->hosts_per_rack = o->hosts;
+        } else if (o->hosts % o->hosts_per_rack == 0) {
+            o->racks = o->hosts / o->hosts_per_rack;
+        } else {
+            snprintf(err, errlen, "--hosts %d is not a multiple of --hosts-per-rack %d", o->hosts,
+                     o->hosts_per_rack);
+            goto fail;
+        }
+    } else if (o->racks * o->hosts_per_rack != o->hosts) {
+        /* --racks given: it wins over --hosts-per-rack */
+        if (o->hosts % o->racks != 0) {
+            snprintf(err, errlen, "--hosts %d is not a multiple of --racks %d", o->hosts, o->racks);
+            goto fail;
+        }
+        o->hosts_per_rack = o->hosts / o->racks;
+    }
+    s->n = o->hosts;
+    s->np = (struct hsim_net_params){
+        o->host_bps,        o->uplink_bps,      o->host_link_delay_ns,
+        o->uplink_delay_ns, o->switch_delay_ns, o->overhead_bytes,
+        o->max_payload,     o->rx_delay_ns,     o->racks > 1 ? o->spines : 0};
+
+    /* workload */
+    if (o->workload && *o->workload) {
+        /* looks in data_dir, then $HOMA_DATA_DIR, then the source tree */
+        int e = homa_workload_load(o->workload, o->data_dir, HOMA_DEFAULT_DATA_DIR, &s->w);
+        if (e) {
+            snprintf(err, errlen, "workload %s: %s", o->workload, homa_workload_errmsg());
+            goto fail;
+        }
+    }
+    s->trunc = o->truncate_1mb ? HOMA_WORKLOAD_LINUX_MAX : 0;
+    s->poisson = s->w && o->load > 0;
+    /* scripted runs (no workload) may send anything the engine accepts */
+    s->max_len = 0x7fffffff;
+    if (s->w) {
+        uint32_t m = homa_workload_max_size(s->w);
+        if (s->trunc && m > s->trunc) m = s->trunc;
+        s->max_len = m > 1000000 ? m : 1000000;
+    }
+    if (o->reply_bytes > (int64_t)s->max_len) s->max_len = (uint32_t)o->reply_bytes;
+
+    /* engine configuration */
+    homa_config *c = &s->cfg;
+    homa_config_default(c);
+    c->max_message_length = s->max_len;
+    c->max_payload = o->max_payload;
+    uint32_t unsched = o->unsched_bytes ? o->unsched_bytes : hsim_default_unsched(o);
+    if (o->sender_driven) unsched = s->max_len; /* nothing ever needs a grant */
+    c->unsched_bytes = unsched;
+    c->grant_window = o->grant_window ? o->grant_window : (o->sender_driven ? 0 : unsched);
+    if (o->max_incoming) c->max_incoming = o->max_incoming;
+    if (o->grant_fifo_permille != UINT32_MAX) c->grant_fifo_permille = o->grant_fifo_permille;
+    c->max_rx_bytes = o->max_rx_bytes ? o->max_rx_bytes : (16ull << 30);
+    c->link_bps = o->link_bps_pacer;
+    /* Tombstones and RPC caps sized for the run's rates (defaults suffice
+     * for 144 hosts; kept explicit for clarity). */
+    if (o->explicit_cutoffs) {
+        c->num_priorities = (uint32_t)o->priorities;
+        memcpy(c->unsched_cutoffs, o->cutoffs, sizeof(c->unsched_cutoffs));
+        s->unsched_levels = 0;
+        for (int i = 1; i < o->priorities; i++)
+            if (c->unsched_cutoffs[i]) s->unsched_levels++;
+    } else if (s->w) {
+        s->unsched_levels =
+            hsim_compute_cutoffs(s->w, s->trunc, unsched, o->priorities, o->unsched_levels, c);
+    } else {
+        memset(c->unsched_cutoffs, 0, sizeof(c->unsched_cutoffs));
+        c->num_priorities = (uint32_t)o->priorities;
+        c->unsched_cutoffs[0] = 0x7fffffff;
+        if (o->priorities > 1) c->unsched_cutoffs[o->priorities - 1] = 0x7fffffff;
+        s->unsched_levels = 1;
+    }
+    int sched_levels = o->priorities - s->unsched_levels;
+    if (sched_levels < 1) sched_levels = 1;
+    if (o->overcommit > 0)
+        c->max_overcommit = (uint32_t)o->overcommit;
+    else
+        c->max_overcommit =
+            (uint32_t)(s->w ? hsim_paper_overcommit(homa_workload_name(s->w)) : sched_levels);
+    const char *why;
+    if (homa_config_validate(c, &why) != 0) {
+        snprintf(err, errlen, "engine configuration: %s", why);
+        goto fail;
+    }
+
+    /* run lengths */
+    double dw, dm, dd;
+    default_times(s->w ? homa_workload_name(s->w) : NULL, &dw, &dm, &dd);
+    if (!s->poisson) dw = dm = 0, dd = 1000;
+    if (o->warmup_ms < 0) o->warmup_ms = dw;
+    if (o->measure_ms < 0) o->measure_ms = dm;
+    if (o->drain_ms < 0) o->drain_ms = dd;
+    s->t_start = (uint64_t)llround(o->warmup_ms * 1e6);
+    s->t_end = s->t_start + (uint64_t)llround(o->measure_ms * 1e6);
+    s->t_stop = s->t_end + (uint64_t)llround(o->drain_ms * 1e6);
+
+    /* network */
+    struct vnet_config nc;
+    vnet_config_default(&nc);
+    nc.seed = o->seed;
+    nc.topology = VNET_LEAF_SPINE;
+    nc.racks = o->racks;
+    nc.hosts_per_rack = o->hosts_per_rack;
+    nc.spines = o->racks > 1 ? o->spines : 0;
+    nc.host_bps = o->host_bps;
+    nc.uplink_bps = o->uplink_bps;
+    nc.host_delay_ns = o->host_link_delay_ns;
+    nc.uplink_delay_ns = o->uplink_delay_ns;
+    nc.switch_delay_ns = o->switch_delay_ns;
+    nc.overhead_bytes = o->overhead_bytes;
+    nc.port_buffer_bytes = o->port_buffer_bytes;
+    nc.faults.loss = o->loss;
+    s->net = vnet_create(&nc);
+    if (!s->net) {
+        snprintf(err, errlen, "invalid network configuration");
+        goto fail;
+    }
+    s->h = calloc((size_t)s->n, sizeof(*s->h));
+    s->tab_mask = 4095;
+    s->tab = calloc(4096, sizeof(*s->tab));
+    s->ideal_cache_n = 1u << 16;
+    s->ideal_cache[0] = calloc(s->ideal_cache_n, sizeof(float));
+    s->ideal_cache[1] = calloc(s->ideal_cache_n, sizeof(float));
+    if (!s->h || !s->tab || !s->ideal_cache[0] || !s->ideal_cache[1]) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    for (int i = 0; i < s->n; i++) {
+        struct hhost *h = &s->h[i];
+        h->s = s;
+        h->idx = i;
+        /* a stream per host, so traffic does not depend on network draws */
+        vnet_rng_seed(&h->rng, mix64(o->seed * 0x9E3779B97F4A7C15ull + (uint64_t)i + 1));
+        h->vh = vhost_create(s->net, c, on_ready, s);
+        if (!h->vh) {
+            snprintf(err, errlen, "cannot create host %d", i);
+            goto fail;
+        }
+        h->vh->rx_delay_ns = o->rx_delay_ns;
+        if (homa_engine_port_open(h->vh->eng, HSIM_SERVER_PORT) ||
+            homa_engine_port_open(h->vh->eng, HSIM_CLIENT_PORT)) {
+            snprintf(err, errlen, "cannot open ports");
+            goto fail;
+        }
+    }
+    if (s->poisson) {
+        double per_rpc = mean_wire(s->w, s->trunc, o->max_payload, o->overhead_bytes);
+        per_rpc += o->reply_bytes >= 0 ? hsim_wire_bytes((uint32_t)o->reply_bytes, o->max_payload,
+                                                         o->overhead_bytes)
+                                       : per_rpc;
+        /* each host starts RPCs at rate lambda; each RPC puts per_rpc wire
+         * bytes on host uplinks (request at the client, response at the
+         * server), so every uplink carries lambda * per_rpc on average */
+        double lambda = o->load * (double)o->host_bps / 8.0 / per_rpc;
+        s->gap_ns = 1e9 / lambda;
+        for (int i = 0; i < s->n; i++) {
+            struct hhost *h = &s->h[i];
+            double t = vnet_rng_exp(&h->rng, s->gap_ns);
+            vnet_at(s->net, (uint64_t)llround(t), arrival, h);
+        }
+    }
+    return s;
+fail:
+    hsim_destroy(s);
+    return NULL;
+}
+
+void hsim_destroy(struct hsim *s)
+{
+    if (!s) return;
+    if (s->h)
+        for (int i = 0; i < s->n; i++)
+            vhost_destroy(s->h[i].vh);
+    /* scripted RPCs that never started still own their event argument */
+    for (int i = 0; i < s->nscript; i++)
+        free(s->script[i].ev);
+    vnet_destroy(s->net);
+    homa_workload_free(s->w);
+    free(s->h);
+    free(s->zeros);
+    free(s->rec);
+    free(s->tab);
+    free(s->smp);
+    free(s->script);
+    free(s->ideal_cache[0]);
+    free(s->ideal_cache[1]);
+    free(s);
+}
+
+struct vnet *hsim_net(struct hsim *s)
+{
+    return s->net;
+}
+
+homa_engine *hsim_engine(struct hsim *s, int host)
+{
+    return host >= 0 && host < s->n ? s->h[host].vh->eng : NULL;
+}
+
+const struct hsim_net_params *hsim_params(const struct hsim *s)
+{
+    return &s->np;
+}
+
+/* ---- running and measuring ---- */
+
+static uint64_t wall_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static double peak_rss_mb(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+    return (double)ru.ru_maxrss / 1024.0; /* Linux reports KiB */
+}
+
+static void sum_counters(const struct hsim *s, homa_counters *tot)
+{
+    memset(tot, 0, sizeof(*tot));
+    uint64_t *t = (uint64_t *)(void *)tot;
+    size_t nf = sizeof(*tot) / sizeof(uint64_t);
+    for (int i = 0; i < s->n; i++) {
+        homa_counters c;
+        homa_engine_counters(s->h[i].vh->eng, &c);
+        const uint64_t *v = (const uint64_t *)(const void *)&c;
+        for (size_t k = 0; k < nf; k++)
+            t[k] += v[k];
+    }
+}
+
+/* Busy time of every ToR->host port (down) and ToR->spine port (up). */
+static void port_busy(const struct hsim *s, uint64_t *down, uint64_t *up, uint64_t *max_any,
+                      uint64_t *max_down)
+{
+    struct vnet_port_stats ps;
+    *down = *up = 0;
+    if (max_any) *max_any = 0;
+    if (max_down) *max_down = 0;
+    for (int i = 0; i < s->n; i++) {
+        vnet_get_port_stats(s->net, vnet_host_tor(s->net, i), vnet_host_port(s->net, i), &ps);
+        *down += ps.busy_ns;
+        if (max_down && ps.max_occupancy > *max_down) *max_down = ps.max_occupancy;
+    }
+    int R = s->o.racks, U = R > 1 ? s->o.spines : 0;
+    for (int r = 0; r < R; r++)
+        for (int u = 0; u < U; u++) {
+            vnet_get_port_stats(s->net, r, vnet_tor_uplink_port(s->net, r, u), &ps);
+            *up += ps.busy_ns;
+        }
+    if (max_any)
+        for (int sw = 0; sw < vnet_num_switches(s->net); sw++)
+            for (int p = 0; p < vnet_num_ports(s->net, sw); p++) {
+                vnet_get_port_stats(s->net, sw, p, &ps);
+                if (ps.max_occupancy > *max_any) *max_any = ps.max_occupancy;
+            }
+}
+
+static int cmp_sample(const void *a, const void *b)
+{
+    const struct sample *x = a, *y = b;
+    if (x->len != y->len) return x->len < y->len ? -1 : 1;
+    if (x->slowdown != y->slowdown) return x->slowdown < y->slowdown ? -1 : 1;
+    return (x->lat_us > y->lat_us) - (x->lat_us < y->lat_us);
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+static double mean_of(const float *v, uint64_t n)
+{
+    double sum = 0;
+    for (uint64_t i = 0; i < n; i++)
+        sum += v[i];
+    return n ? sum / (double)n : 0;
+}
+
+static void progress(struct hsim *s, uint64_t wall0, uint64_t ev0)
+{
+    double el = (double)(wall_ns() - wall0) / 1e9;
+    uint64_t now = vnet_now(s->net);
+    double total = (double)s->t_end;
+    double pct = total > 0 ? 100.0 * (double)now / total : 100;
+    FILE *f = s->o.progress_out ? s->o.progress_out : stderr;
+    fprintf(f,
+            "%s%ssim %.2f ms of %.2f (%.0f%%%s), %.2f M events/s, %llu measured done, "
+            "%llu pending, backlog %.1f MB, wall %.0f s, rss %.0f MB\n",
+            s->o.tag ? s->o.tag : "", s->o.tag ? " " : "", (double)now / 1e6, total / 1e6,
+            pct > 100 ? 100 : pct, now > s->t_end ? ", draining" : "",
+            (double)(vnet_events_processed(s->net) - ev0) / el / 1e6, (unsigned long long)s->nsmp,
+            (unsigned long long)s->pending, (s->started_bytes - s->done_bytes) / 1e6, el,
+            peak_rss_mb());
+    fflush(f);
+}
+
+int hsim_run(struct hsim *s, struct hsim_result *r)
+{
+    memset(r, 0, sizeof(*r));
+    const struct hsim_opts *o = &s->o;
+    struct vnet *net = s->net;
+    uint64_t wall0 = wall_ns(), ev0 = vnet_events_processed(net);
+    uint64_t next_prog = o->progress_s > 0 ? wall0 + (uint64_t)(o->progress_s * 1e9) : UINT64_MAX;
+    homa_counters c0, c1, c2;
+    memset(&c0, 0, sizeof(c0));
+    memset(&c1, 0, sizeof(c1));
+    uint64_t down1 = 0, up1 = 0, pkts_before = 0;
+    bool started = false, ended = false;
+    int nb = 0;
+    const int NBL = 20;
+    uint64_t meas_ns = s->t_end - s->t_start;
+    const uint64_t chunk = 20000; /* 20 us of simulated time between checks */
+    for (;;) {
+        uint64_t now = vnet_now(net);
+        if (!started && now >= s->t_start) {
+            started = true;
+            struct vnet_stats vs0;
+            vnet_get_stats(net, &vs0);
+            pkts_before = vs0.pkts_sent;
+            vnet_reset_stats(net);
+            sum_counters(s, &c0);
+        }
+        while (started && meas_ns > 0 && nb < NBL &&
+               now >= s->t_start + meas_ns * (uint64_t)(nb + 1) / NBL)
+            r->backlog_mb[nb++] = (s->started_bytes - s->done_bytes) / 1e6;
+        if (started && !ended && now >= s->t_end) {
+            ended = true;
+            sum_counters(s, &c1);
+            port_busy(s, &down1, &up1, NULL, NULL);
+        }
+        if (ended && s->pending == 0) break;
+        if (now >= s->t_stop) break;
+        uint64_t target = now + chunk;
+        if (!started && target > s->t_start) target = s->t_start;
+        if (started && meas_ns > 0 && nb < NBL) {
+            uint64_t ts = s->t_start + meas_ns * (uint64_t)(nb + 1) / NBL;
+            if (target > ts) target = ts;
+        }
+        if (!ended && target > s->t_end) target = s->t_end;
+        if (target > s->t_stop) target = s->t_stop;
+        vnet_run_until(net, target);
+        if (o->progress_s > 0 && wall_ns() >= next_prog) {
+            progress(s, wall0, ev0);
+            next_prog = wall_ns() + (uint64_t)(o->progress_s * 1e9);
+        }
+    }
+    uint64_t wall1 = wall_ns();
+    uint64_t now = vnet_now(net);
+    sum_counters(s, &c2);
+
+    /* messages still on their way: counted with their time so far */
+    for (uint32_t i = 0; i < s->nrec; i++) {
+        struct rpcrec *rc = &s->rec[i];
+        if (!(rc->flags & R_LIVE)) continue;
+        if ((rc->flags & R_MEAS_REQ) && !(rc->flags & R_REQ_DONE)) {
+            add_sample(s, rc->req_len, rc->src, rc->dst, now - rc->req_start);
+            r->incomplete++;
+        } else if ((rc->flags & R_MEAS_RESP) && (rc->flags & R_RESP_STARTED)) {
+            add_sample(s, rc->resp_len, rc->dst, rc->src, now - rc->resp_start);
+            r->incomplete++;
+        }
+    }
+
+    /* configuration */
+    r->opts = s->o;
+    snprintf(r->workload, sizeof(r->workload), "%s", s->w ? homa_workload_name(s->w) : "script");
+    r->engine = s->cfg;
+    r->unsched_levels = s->unsched_levels;
+    r->rtt_ns = hsim_rtt_ns(&s->np, o->racks > 1);
+    r->rtt_bytes = (uint32_t)llround(r->rtt_ns * (double)o->host_bps / 8e9);
+    r->rpc_rate = s->poisson ? 1e9 / s->gap_ns : 0;
+    if (s->w) {
+        r->short_cutoff = homa_workload_quantile(s->w, 0.10, s->trunc);
+        r->mean_msg_bytes = homa_workload_mean(s->w, s->trunc);
+    }
+
+    /* slowdowns */
+    uint64_t n = s->nsmp;
+    r->measured = n + s->failed_msgs;
+    r->completed = n - r->incomplete;
+    r->failed = s->failed_msgs;
+    qsort(s->smp, n, sizeof(*s->smp), cmp_sample);
+    float *v = malloc((n ? n : 1) * sizeof(float));
+    float *lat = malloc((n ? n : 1) * sizeof(float));
+    if (!v || !lat) xrealloc(NULL, 0);
+    for (uint64_t i = 0; i < n; i++)
+        v[i] = s->smp[i].slowdown;
+    qsort(v, n, sizeof(float), cmp_float);
+    r->all_p50 = hsim_percentile(v, n, 0.50);
+    r->all_p99 = hsim_percentile(v, n, 0.99);
+    r->all_mean = mean_of(v, n);
+    uint64_t ns = 0;
+    while (ns < n && s->smp[ns].len <= r->short_cutoff)
+        ns++;
+    for (uint64_t i = 0; i < ns; i++) {
+        v[i] = s->smp[i].slowdown;
+        lat[i] = s->smp[i].lat_us;
+    }
+    qsort(v, ns, sizeof(float), cmp_float);
+    qsort(lat, ns, sizeof(float), cmp_float);
+    r->short_count = ns;
+    r->short_p50 = hsim_percentile(v, ns, 0.50);
+    r->short_p99 = hsim_percentile(v, ns, 0.99);
+    r->short_mean = mean_of(v, ns);
+    r->short_p50_us = hsim_percentile(lat, ns, 0.50);
+    r->short_p99_us = hsim_percentile(lat, ns, 0.99);
+
+    /* size buckets: equal-probability quantiles of the workload, merged
+     * where a single length spans several */
+    int nbk = o->buckets > 0 ? o->buckets : 1;
+    if (nbk > HSIM_MAX_BUCKETS) nbk = HSIM_MAX_BUCKETS;
+    uint32_t lo = s->w ? homa_workload_quantile(s->w, 0, s->trunc) : 0;
+    uint64_t pos = 0;
+    for (int b = 0; b < nbk; b++) {
+        uint32_t hi =
+            s->w ? homa_workload_quantile(s->w, (double)(b + 1) / nbk, s->trunc) : UINT32_MAX;
+        if (b == nbk - 1) hi = UINT32_MAX;
+        if (r->nbuckets > 0 && hi <= r->bucket[r->nbuckets - 1].max_bytes) continue;
+        uint64_t first = pos;
+        while (pos < n && s->smp[pos].len <= hi)
+            pos++;
+        struct hsim_bucket *bk = &r->bucket[r->nbuckets++];
+        bk->min_bytes = r->nbuckets == 1 ? lo : r->bucket[r->nbuckets - 2].max_bytes + 1;
+        bk->max_bytes = hi == UINT32_MAX ? (s->w ? s->max_len : 0) : hi;
+        if (hi == UINT32_MAX && first < pos) bk->max_bytes = s->smp[pos - 1].len;
+        if (bk->max_bytes < bk->min_bytes) bk->max_bytes = bk->min_bytes;
+        bk->count = pos - first;
+        for (uint64_t i = first; i < pos; i++)
+            v[i - first] = s->smp[i].slowdown;
+        qsort(v, bk->count, sizeof(float), cmp_float);
+        bk->p50 = hsim_percentile(v, bk->count, 0.50);
+        bk->p99 = hsim_percentile(v, bk->count, 0.99);
+        bk->mean = mean_of(v, bk->count);
+    }
+    free(v);
+    free(lat);
+
+    /* network */
+    double cap = (double)s->n * (double)o->host_bps / 8.0 * ((double)meas_ns / 1e9);
+    if (meas_ns > 0 && ended) {
+        double dbytes = (double)(c1.bytes_in - c0.bytes_in) +
+                        (double)(c1.data_in - c0.data_in) * (HSIM_DATA_HDR + o->overhead_bytes);
+        r->offered_load = s->offered_wire / cap;
+        r->achieved_load = dbytes / cap;
+        r->downlink_util = (double)down1 / ((double)s->n * (double)meas_ns);
+        int links = o->racks > 1 ? o->racks * o->spines : 0;
+        r->uplink_util = links ? (double)up1 / ((double)links * (double)meas_ns) : 0;
+    }
+    uint64_t down2, up2;
+    port_busy(s, &down2, &up2, &r->max_port_bytes, &r->max_downlink_bytes);
+    struct vnet_stats vs;
+    vnet_get_stats(net, &vs);
+    r->drops = vs.drops_queue;
+    r->loss_drops = vs.drops_loss;
+    r->resends = c2.resend_out - c0.resend_out;
+    r->retransmits = c2.retransmit_pkts - c0.retransmit_pkts;
+    r->grants = c2.grant_out - c0.grant_out;
+    r->timeouts = c2.client_timeouts - c0.client_timeouts;
+    r->engine_drops = c2.drop_no_memory - c0.drop_no_memory;
+
+    /* backlog trend over the window */
+    r->nbacklog = nb;
+    if (nb > 1) {
+        double sx = 0, sy = 0, sxx = 0, sxy = 0;
+        for (int k = 0; k < nb; k++) {
+            double x = (double)meas_ns * (k + 1) / NBL / 1e6, y = r->backlog_mb[k];
+            sx += x;
+            sy += y;
+            sxx += x * x;
+            sxy += x * y;
+        }
+        double den = nb * sxx - sx * sx;
+        r->backlog_slope = den > 0 ? (nb * sxy - sx * sy) / den : 0;
+    }
+    r->backlog_end_mb = (s->started_bytes - s->done_bytes) / 1e6;
+
+    r->sim_s = (double)now / 1e9;
+    r->events = vnet_events_processed(net) - ev0;
+    r->packets = pkts_before + vs.pkts_sent;
+    r->wall_s = (double)(wall1 - wall0) / 1e9;
+    r->events_per_s = r->wall_s > 0 ? (double)r->events / r->wall_s : 0;
+    r->packets_per_s = r->wall_s > 0 ? (double)r->packets / r->wall_s : 0;
+    r->peak_rss_mb = peak_rss_mb();
+    if (o->progress_s > 0) progress(s, wall0, ev0);
+    return 0;
+}

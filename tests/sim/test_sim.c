@@ -1,0 +1,510 @@
+/* homa-sim tests: small topologies with known answers, determinism, the
+ * model helpers (ideal times, priority cutoffs) and the PNG writer. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "homa_sim.h"
+#include "plot.h"
+#include "vnet.h"
+
+#define US 1000ull
+#define MS 1000000ull
+
+/* A scripted-only simulation (no Poisson traffic). */
+static struct hsim *make(int hosts, void (*tweak)(struct hsim_opts *))
+{
+    struct hsim_opts o;
+    hsim_opts_default(&o);
+    o.workload = NULL;
+    o.load = 0;
+    o.hosts = hosts;
+    o.drain_ms = 2000;
+    if (tweak) tweak(&o);
+    char err[256];
+    struct hsim *s = hsim_create(&o, err, sizeof(err));
+    if (!s) fprintf(stderr, "hsim_create: %s\n", err);
+    assert_non_null(s);
+    return s;
+}
+
+static double full_pkt_ns(const struct hsim_net_params *p)
+{
+    return (p->max_payload + HSIM_DATA_HDR + p->overhead_bytes) * 8e9 / (double)p->host_bps;
+}
+
+/* ---- known answers ---- */
+
+/* One message on an idle network takes exactly the computed ideal time,
+ * within the rack and across a spine, for sizes from 0 to multi-RTT (the
+ * engine's grants keep the pipe full). */
+static void ideal__matches_idle_network(void **state)
+{
+    (void)state;
+    static const uint32_t sizes[] = {0, 1, 100, 1400, 1401, 9800, 9801, 100000, 1000000};
+    for (int cross = 0; cross <= 1; cross++)
+        for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+            struct hsim *s = make(32, NULL);
+            /* host 1 shares host 0's rack, host 17 does not */
+            int src = cross ? 17 : 1;
+            int idx = hsim_add_rpc(s, 10 * US, src, 0, sizes[i], 0);
+            struct hsim_result r;
+            hsim_run(s, &r);
+            double lat = (double)hsim_rpc_latency(s, idx, false);
+            double ideal = hsim_ideal_ns(hsim_params(s), sizes[i], cross);
+            /* across spines the last packet may share its predecessor's
+             * spine (then it cannot overtake it): up to a short packet's
+             * time on the downlink more than the best case */
+            double slack = cross ? full_pkt_ns(hsim_params(s)) / 2 : 0;
+            if (lat < ideal - 2 || lat > ideal + slack + 2)
+                fprintf(stderr, "size %u cross %d: %.1f ns vs ideal %.1f ns\n", sizes[i], cross,
+                        lat, ideal);
+            /* integer-ns link timing vs the exact formula */
+            assert_true(lat >= ideal - 2 && lat <= ideal + slack + 2);
+            hsim_destroy(s);
+        }
+}
+
+/* One long flow runs at line rate: 10 MB arrives in the ideal time, which
+ * is the payload share of the link. */
+static void one_flow__reaches_line_rate(void **state)
+{
+    (void)state;
+    struct hsim *s = make(32, NULL);
+    const uint32_t len = 10000000;
+    int idx = hsim_add_rpc(s, 0, 20, 3, len, 0);
+    struct hsim_result r;
+    hsim_run(s, &r);
+    const struct hsim_net_params *p = hsim_params(s);
+    double lat = (double)hsim_rpc_latency(s, idx, false);
+    double goodput = len * 8e9 / lat;
+    double line =
+        (double)p->host_bps * p->max_payload / (p->max_payload + HSIM_DATA_HDR + p->overhead_bytes);
+    fprintf(stderr, "one flow: %.3f ms, goodput %.3f Gb/s (payload line rate %.3f Gb/s)\n",
+            lat / 1e6, goodput / 1e9, line / 1e9);
+    assert_true(goodput >= 0.995 * line);
+    assert_true(lat <= hsim_ideal_ns(p, len, true) * 1.001);
+    assert_int_equal(r.drops, 0);
+    assert_int_equal(r.retransmits, 0);
+    hsim_destroy(s);
+}
+
+/* Two flows into one receiver share its downlink: together they take the
+ * time of one flow twice as long (the link stays full), and receiver SRPT
+ * finishes one first instead of both at the end. */
+static void two_flows__share_a_link(void **state)
+{
+    (void)state;
+    struct hsim *s = make(32, NULL);
+    const uint32_t len = 2000000;
+    int a = hsim_add_rpc(s, 0, 17, 0, len, 0);
+    int b = hsim_add_rpc(s, 0, 18, 0, len, 0);
+    struct hsim_result r;
+    hsim_run(s, &r);
+    const struct hsim_net_params *p = hsim_params(s);
+    double la = (double)hsim_rpc_latency(s, a, false), lb = (double)hsim_rpc_latency(s, b, false);
+    double first = la < lb ? la : lb, last = la < lb ? lb : la;
+    double both = hsim_ideal_ns(p, 2 * len, true); /* 4 MB through one link */
+    double one = hsim_ideal_ns(p, len, true);
+    fprintf(stderr, "two flows: first %.3f ms, last %.3f ms; one alone %.3f ms, both %.3f ms\n",
+            first / 1e6, last / 1e6, one / 1e6, both / 1e6);
+    assert_true(last <= both * 1.01);
+    assert_true(first <= one * 1.05);
+    hsim_destroy(s);
+
+    /* two flows out of one sender share its uplink the same way */
+    s = make(32, NULL);
+    a = hsim_add_rpc(s, 0, 0, 17, len, 0);
+    b = hsim_add_rpc(s, 0, 0, 18, len + 1400, 0);
+    hsim_run(s, &r);
+    la = (double)hsim_rpc_latency(s, a, false);
+    lb = (double)hsim_rpc_latency(s, b, false);
+    fprintf(stderr, "two flows from one sender: %.3f ms and %.3f ms\n", la / 1e6, lb / 1e6);
+    assert_true(la <= one * 1.01);                                    /* shorter goes first */
+    assert_true(lb <= hsim_ideal_ns(p, 2 * len + 1400, true) * 1.01); /* link stays full */
+    hsim_destroy(s);
+}
+
+/* A one-packet message to a receiver busy with a 10 MB transfer waits at
+ * most for the packet on the wire: priorities let it overtake the queue. */
+static void short__preempts_long(void **state)
+{
+    (void)state;
+    uint64_t lat[2];
+    for (int busy = 0; busy <= 1; busy++) {
+        struct hsim *s = make(32, NULL);
+        if (busy) hsim_add_rpc(s, 0, 16, 0, 10000000, 0);
+        int idx = hsim_add_rpc(s, 2 * MS, 17, 0, 100, 0);
+        struct hsim_result r;
+        hsim_run(s, &r);
+        lat[busy] = hsim_rpc_latency(s, idx, false);
+        if (busy) {
+            const struct hsim_net_params *p = hsim_params(s);
+            double ideal = hsim_ideal_ns(p, 100, true);
+            fprintf(stderr,
+                    "short message: alone %.2f us, behind 10 MB %.2f us (ideal %.2f us, a full "
+                    "packet takes %.2f us)\n",
+                    lat[0] / 1e3, lat[1] / 1e3, ideal / 1e3, full_pkt_ns(p) / 1e3);
+            /* the long flow comes from another host, so only the receiver's
+             * downlink can delay it: by the packet being transmitted */
+            assert_true((double)lat[1] <= ideal + full_pkt_ns(p) + 1);
+        }
+        hsim_destroy(s);
+    }
+    assert_true(lat[0] > 0 && lat[1] >= lat[0]);
+}
+
+static void small_incoming(struct hsim_opts *o)
+{
+    o->max_incoming = 60000;
+}
+
+/* 16 senders x 1 MB into one host: scheduled bytes in flight stay within
+ * max_incoming, so the receiver's switch queue is bounded by that plus one
+ * round of unscheduled bytes from each sender; nothing is dropped and the
+ * downlink stays busy. */
+static void incast__stays_within_max_incoming(void **state)
+{
+    (void)state;
+    struct hsim *s = make(32, small_incoming);
+    const int n = 16;
+    for (int i = 0; i < n; i++)
+        hsim_add_rpc(s, 0, 16 + i, 0, 1000000, 0);
+    struct hsim_result r;
+    hsim_run(s, &r);
+    homa_counters c;
+    homa_engine_counters(hsim_engine(s, 0), &c);
+    const homa_config *cfg = &r.engine;
+    uint64_t bound = cfg->max_incoming + (uint64_t)n * cfg->unsched_bytes;
+    /* wire bytes per payload byte, for the switch queue bound */
+    const struct hsim_net_params *p = hsim_params(s);
+    double wire = (double)(p->max_payload + HSIM_DATA_HDR + p->overhead_bytes) / p->max_payload;
+    uint64_t last = 0;
+    for (int i = 0; i < n; i++)
+        if (hsim_rpc_latency(s, i, false) > last) last = hsim_rpc_latency(s, i, false);
+    double ideal_all = hsim_ideal_ns(p, n * 1000000u, true);
+    fprintf(stderr,
+            "incast: incoming peak %llu B (max_incoming %u, bound %llu), downlink queue peak "
+            "%llu B, done in %.3f ms (line rate: %.3f ms), drops %llu\n",
+            (unsigned long long)c.incoming_peak, cfg->max_incoming, (unsigned long long)bound,
+            (unsigned long long)r.max_downlink_bytes, last / 1e6, ideal_all / 1e6,
+            (unsigned long long)r.drops);
+    assert_int_equal(r.completed, 2 * n); /* requests and their empty replies */
+    assert_true(c.incoming_peak <= bound);
+    assert_true((double)r.max_downlink_bytes <= bound * wire + 2000);
+    assert_int_equal(r.drops, 0);
+    assert_true((double)last <= ideal_all * 1.10);
+    hsim_destroy(s);
+}
+
+static void sender_driven(struct hsim_opts *o)
+{
+    o->sender_driven = true;
+}
+
+/* Sender-driven mode: the whole message goes unscheduled, no grants. */
+static void sender_driven__sends_no_grants(void **state)
+{
+    (void)state;
+    struct hsim *s = make(32, sender_driven);
+    int idx = hsim_add_rpc(s, 0, 20, 3, 3000000, 0);
+    struct hsim_result r;
+    hsim_run(s, &r);
+    homa_counters c;
+    homa_engine_counters(hsim_engine(s, 3), &c);
+    assert_int_equal(c.grant_out, 0);
+    assert_int_equal(r.grants, 0);
+    double lat = (double)hsim_rpc_latency(s, idx, false);
+    assert_true(lat <= hsim_ideal_ns(hsim_params(s), 3000000, true) + 2);
+    hsim_destroy(s);
+}
+
+static void rx_delay_5us(struct hsim_opts *o)
+{
+    o->rx_delay_ns = 5000;
+}
+
+static void no_rx_delay(struct hsim_opts *o)
+{
+    o->rx_delay_ns = 0;
+}
+
+/* The host software delay adds exactly its value per one-way trip and
+ * keeps packets in order (a multi-packet message still arrives in the
+ * ideal time). */
+static void rx_delay__adds_fixed_latency(void **state)
+{
+    (void)state;
+    uint64_t lat[2], big[2];
+    for (int d = 0; d <= 1; d++) {
+        struct hsim *s = make(32, d ? rx_delay_5us : no_rx_delay);
+        int a = hsim_add_rpc(s, 0, 17, 0, 100, 0);
+        int b = hsim_add_rpc(s, 1 * MS, 18, 1, 500000, 0);
+        struct hsim_result r;
+        hsim_run(s, &r);
+        lat[d] = hsim_rpc_latency(s, a, false);
+        big[d] = hsim_rpc_latency(s, b, false);
+        double ideal = hsim_ideal_ns(hsim_params(s), 500000, true);
+        assert_true((double)big[d] <= ideal + 2 && (double)big[d] >= ideal - 2);
+        hsim_destroy(s);
+    }
+    assert_int_equal(lat[1] - lat[0], 5000);
+}
+
+/* ---- Poisson runs ---- */
+
+static void small_poisson(struct hsim_opts *o, uint64_t seed)
+{
+    hsim_opts_default(o);
+    o->workload = "w3";
+    o->load = 0.5;
+    o->hosts = 32;
+    o->seed = seed;
+    o->warmup_ms = 0.2;
+    o->measure_ms = 1.0;
+    o->drain_ms = 2.0;
+    o->buckets = 10;
+}
+
+static char *run_json(uint64_t seed, struct hsim_result *out)
+{
+    struct hsim_opts o;
+    small_poisson(&o, seed);
+    char err[256];
+    struct hsim *s = hsim_create(&o, err, sizeof(err));
+    assert_non_null(s);
+    struct hsim_result r;
+    hsim_run(s, &r);
+    hsim_destroy(s);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    hsim_write_json(f, &r, false);
+    fclose(f);
+    if (out) *out = r;
+    return buf;
+}
+
+/* Same seed, byte-identical JSON (wall-clock fields excluded); another seed
+ * gives different traffic. */
+static void determinism__same_seed_same_json(void **state)
+{
+    (void)state;
+    struct hsim_result r;
+    char *a = run_json(7, &r);
+    char *b = run_json(7, NULL);
+    char *c = run_json(8, NULL);
+    assert_string_equal(a, b);
+    assert_true(strcmp(a, c) != 0);
+    assert_non_null(strstr(a, "\"short_p99_slowdown\""));
+    assert_non_null(strstr(a, "\"short_p50_slowdown\""));
+    assert_null(strstr(a, "wall_time_s"));
+    /* a light load is carried in full, with sane slowdowns */
+    fprintf(stderr, "poisson w3 @0.5: %llu messages, short p99 %.2f, achieved %.3f\n",
+            (unsigned long long)r.measured, r.short_p99, r.achieved_load);
+    assert_true(r.measured > 1000);
+    assert_int_equal(r.failed, 0);
+    assert_true(r.short_p50 >= 1.0 && r.short_p99 < 3.5);
+    assert_true(r.all_p50 >= 1.0);
+    free(a);
+    free(b);
+    free(c);
+}
+
+/* ---- model helpers ---- */
+
+static void cutoffs__valid_for_every_priority_count(void **state)
+{
+    (void)state;
+    static const char *const wl[] = {"w1", "w2", "w3", "w4", "w5"};
+    for (size_t k = 0; k < 5; k++) {
+        homa_workload *w;
+        assert_int_equal(homa_workload_load(wl[k], NULL, HOMA_DATA_DIR, &w), 0);
+        for (int prios = 1; prios <= 8; prios *= 2) {
+            homa_config c;
+            homa_config_default(&c);
+            c.max_message_length = 0x7fffffff;
+            int levels = hsim_compute_cutoffs(w, 0, 9800, prios, 0, &c);
+            const char *why;
+            if (homa_config_validate(&c, &why) != 0)
+                fprintf(stderr, "%s/%d: %s\n", wl[k], prios, why);
+            assert_int_equal(homa_config_validate(&c, NULL), 0);
+            assert_true(levels >= 1 && levels <= prios);
+            /* higher levels take shorter (or equal) messages */
+            for (int i = prios - 1; i > prios - levels; i--)
+                assert_true(c.unsched_cutoffs[i] <= c.unsched_cutoffs[i - 1]);
+            /* the lowest unscheduled level takes everything */
+            assert_int_equal(c.unsched_cutoffs[prios - levels], 0x7fffffff);
+        }
+        homa_workload_free(w);
+    }
+}
+
+/* W1 is nearly all unscheduled bytes: 7 of 8 levels are unscheduled and
+ * split them evenly; W4 carries almost everything scheduled: one level. */
+static void cutoffs__follow_the_byte_share(void **state)
+{
+    (void)state;
+    homa_workload *w;
+    homa_config c;
+    assert_int_equal(homa_workload_load("w1", NULL, HOMA_DATA_DIR, &w), 0);
+    assert_int_equal(hsim_compute_cutoffs(w, 0, 9800, 8, 0, &c), 7);
+    /* each of levels 7..1 carries about 1/7 of the unscheduled bytes */
+    double prev = 0, lo = 1, hi = 0, total = homa_workload_mean(w, 0);
+    for (int i = 7; i >= 1; i--) {
+        double share = 0, pf = 0;
+        for (size_t j = 0; j < homa_workload_points(w); j++) {
+            uint32_t L;
+            double f;
+            homa_workload_point(w, j, &L, &f);
+            if (L <= c.unsched_cutoffs[i] && L > prev) share += (f - pf) * (L < 9800 ? L : 9800);
+            pf = f;
+        }
+        prev = c.unsched_cutoffs[i];
+        share /= total;
+        if (share < lo) lo = share;
+        if (share > hi) hi = share;
+    }
+    fprintf(stderr, "w1 unscheduled byte share per level: %.3f .. %.3f\n", lo, hi);
+    assert_true(lo > 0.05 && hi < 0.25);
+    homa_workload_free(w);
+    assert_int_equal(homa_workload_load("w4", NULL, HOMA_DATA_DIR, &w), 0);
+    assert_int_equal(hsim_compute_cutoffs(w, 0, 9800, 8, 0, &c), 1);
+    assert_int_equal(c.unsched_cutoffs[7], 0x7fffffff);
+    assert_int_equal(hsim_compute_cutoffs(w, 0, 9800, 8, 4, &c), 4);
+    assert_true(c.unsched_cutoffs[7] < c.unsched_cutoffs[6]);
+    homa_workload_free(w);
+}
+
+static void ideal__closed_form(void **state)
+{
+    (void)state;
+    struct hsim_opts o;
+    hsim_opts_default(&o);
+    struct hsim_net_params p = {o.host_bps,        o.uplink_bps,      o.host_link_delay_ns,
+                                o.uplink_delay_ns, o.switch_delay_ns, o.overhead_bytes,
+                                o.max_payload,     o.rx_delay_ns,     o.spines};
+    /* one 100-byte packet (214 wire bytes) within a rack: two 10 Gb/s
+     * serialisations, two link delays, one switch, the rx delay */
+    double t = hsim_ideal_ns(&p, 100, false);
+    assert_true(t > 2 * 171.2 + 200 + 250 + 1000 - 0.01 && t < 2 * 171.2 + 1450 + 0.01);
+    /* many packets: the bottleneck (10 Gb/s) paces them */
+    double a = hsim_ideal_ns(&p, 1400 * 1000, true), b = hsim_ideal_ns(&p, 1400 * 1001, true);
+    assert_true(b - a > 1211.2 - 0.01 && b - a < 1211.2 + 0.01);
+    /* the paper's operating point: rtt about 8 us, about 10 KB */
+    double rtt = hsim_rtt_ns(&p, true);
+    assert_true(rtt > 7000 && rtt < 8500);
+    assert_int_equal(hsim_default_unsched(&o), 9800);
+    assert_int_equal(hsim_packets(0, 1400), 1);
+    assert_int_equal(hsim_packets(1401, 1400), 2);
+    float v[5] = {1, 2, 3, 4, 5};
+    assert_true(hsim_percentile(v, 5, 0.5) == 3);
+    assert_true(hsim_percentile(v, 5, 0.99) == 5);
+    assert_true(hsim_percentile(v, 5, 0) == 1);
+}
+
+/* ---- PNG ---- */
+
+static uint32_t be32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static void plot__writes_valid_png(void **state)
+{
+    (void)state;
+    /* known check values */
+    assert_int_equal(plot_crc32(0, (const uint8_t *)"123456789", 9), 0xCBF43926u);
+    assert_int_equal(plot_adler32(1, (const uint8_t *)"Wikipedia", 9), 0x11E60398u);
+
+    double x[4] = {10, 100, 1000, 1e6}, y[4] = {1.1, 1.5, 2.5, 9};
+    struct plot_series s = {"p99", 0xD62728, x, y, 4, false, true};
+    struct plot_spec sp = {.title = "test chart",
+                           .x = {"size", true, 0, 0},
+                           .y = {"slowdown", true, 0, 0},
+                           .width = 320,
+                           .height = 200,
+                           .series = &s,
+                           .nseries = 1};
+    uint8_t *png;
+    size_t len;
+    assert_int_equal(plot_render_png(&sp, &png, &len), 0);
+    static const uint8_t sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
+    assert_memory_equal(png, sig, 8);
+    /* walk the chunks: every CRC must match; IHDR first, IEND last */
+    size_t off = 8;
+    int chunks = 0;
+    bool ihdr = false, iend = false;
+    uint8_t *idat = NULL;
+    size_t idat_len = 0;
+    while (off + 12 <= len) {
+        uint32_t n = be32(png + off);
+        assert_true(off + 12 + n <= len);
+        const uint8_t *type = png + off + 4;
+        uint32_t crc = plot_crc32(0, type, 4 + n);
+        assert_int_equal(crc, be32(png + off + 8 + n));
+        if (chunks == 0) {
+            assert_memory_equal(type, "IHDR", 4);
+            assert_int_equal(be32(type + 4), 320);
+            assert_int_equal(be32(type + 8), 200);
+            ihdr = true;
+        }
+        if (memcmp(type, "IDAT", 4) == 0) {
+            idat = (uint8_t *)type + 4;
+            idat_len = n;
+        }
+        if (memcmp(type, "IEND", 4) == 0) iend = true;
+        off += 12 + n;
+        chunks++;
+    }
+    assert_true(ihdr && iend && idat);
+    assert_int_equal(off, len);
+    /* zlib stream of stored blocks: inflate it by hand, check Adler-32 and
+     * that some pixel carries the series colour's palette index */
+    assert_int_equal(idat[0], 0x78);
+    assert_int_equal((idat[0] * 256 + idat[1]) % 31, 0);
+    size_t raw_cap = (320 + 1) * 200, raw_n = 0, p = 2;
+    uint8_t *raw = malloc(raw_cap);
+    for (;;) {
+        uint8_t hdr = idat[p];
+        uint32_t blen = idat[p + 1] | (uint32_t)idat[p + 2] << 8;
+        uint32_t nlen = idat[p + 3] | (uint32_t)idat[p + 4] << 8;
+        assert_int_equal(blen ^ 0xFFFF, nlen);
+        assert_true(raw_n + blen <= raw_cap);
+        memcpy(raw + raw_n, idat + p + 5, blen);
+        raw_n += blen;
+        p += 5 + blen;
+        if (hdr & 1) break;
+    }
+    assert_int_equal(raw_n, raw_cap);
+    assert_int_equal(plot_adler32(1, raw, raw_n), be32(idat + p));
+    assert_int_equal(p + 4, idat_len);
+    free(raw);
+    free(png);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(ideal__closed_form),
+        cmocka_unit_test(ideal__matches_idle_network),
+        cmocka_unit_test(one_flow__reaches_line_rate),
+        cmocka_unit_test(two_flows__share_a_link),
+        cmocka_unit_test(short__preempts_long),
+        cmocka_unit_test(incast__stays_within_max_incoming),
+        cmocka_unit_test(sender_driven__sends_no_grants),
+        cmocka_unit_test(rx_delay__adds_fixed_latency),
+        cmocka_unit_test(cutoffs__valid_for_every_priority_count),
+        cmocka_unit_test(cutoffs__follow_the_byte_share),
+        cmocka_unit_test(determinism__same_seed_same_json),
+        cmocka_unit_test(plot__writes_valid_png),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
