@@ -85,6 +85,8 @@ struct hsim_opts {
     double drain_ms;   /* max extra time for them to finish; < 0 = default */
     int buckets;       /* size buckets: equal-count quantiles of the workload */
 
+    double max_rss_mb; /* end the run early above this resident size (MB); <= 0 = no limit */
+
     /* reporting (not part of the results) */
     const char *tag;    /* prefix of progress lines */
     double progress_s;  /* wall seconds between progress lines; 0 = off */
@@ -143,10 +145,11 @@ struct hsim_result {
     double backlog_end_mb;
 
     /* run */
-    double sim_s;     /* simulated time of the whole run */
-    uint64_t events;  /* event-core events */
-    uint64_t packets; /* packets sent by hosts */
-    double wall_s;    /* wall time of the run (not deterministic) */
+    bool stopped_early; /* max_rss_mb reached: the window was cut short */
+    double sim_s;       /* simulated time of the whole run */
+    uint64_t events;    /* event-core events */
+    uint64_t packets;   /* packets sent by hosts */
+    double wall_s;      /* wall time of the run (not deterministic) */
     double events_per_s, packets_per_s;
     double peak_rss_mb;
 };

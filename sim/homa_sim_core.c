@@ -4,6 +4,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "homa_sim.h"
 #include "vhost.h"
@@ -439,8 +440,12 @@ static double mean_wire(const homa_workload *w, uint32_t trunc, uint32_t mp, uin
  * that `homa-sim reproduce` fits in 30 minutes on 2 cores. */
 static void default_times(const char *wl, double *warm, double *meas, double *drain)
 {
+    /* warm-up, window, drain.  W1/W2 settle in microseconds; W3-W5 carry
+     * most bytes in multi-megabyte messages whose backlog takes 100+ ms to
+     * build up (and costs memory: every started message is held by its
+     * sender's engine), so W5 is memory-bound rather than time-bound. */
     static const double t[5][3] = {
-        {0.5, 2, 2}, {0.5, 4, 4}, {5, 20, 20}, {20, 150, 100}, {50, 400, 200},
+        {2, 10, 2}, {2, 15, 5}, {50, 100, 30}, {120, 150, 40}, {60, 120, 40},
     };
     int k = 3;
     if (wl && (wl[0] == 'w' || wl[0] == 'W') && wl[1] >= '1' && wl[1] <= '5') k = wl[1] - '1';
@@ -686,6 +691,17 @@ static double peak_rss_mb(void)
     return (double)ru.ru_maxrss / 1024.0; /* Linux reports KiB */
 }
 
+/* Current resident set in MB (0 if unknown). */
+static double rss_mb(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f) return 0;
+    unsigned long long size = 0, res = 0;
+    int n = fscanf(f, "%llu %llu", &size, &res);
+    fclose(f);
+    return n == 2 ? (double)res * (double)sysconf(_SC_PAGESIZE) / 1048576.0 : 0;
+}
+
 static void sum_counters(const struct hsim *s, homa_counters *tot)
 {
     memset(tot, 0, sizeof(*tot));
@@ -774,6 +790,7 @@ int hsim_run(struct hsim *s, struct hsim_result *r)
     struct vnet *net = s->net;
     uint64_t wall0 = wall_ns(), ev0 = vnet_events_processed(net);
     uint64_t next_prog = o->progress_s > 0 ? wall0 + (uint64_t)(o->progress_s * 1e9) : UINT64_MAX;
+    uint64_t next_mem = wall0 + 1000000000ull;
     homa_counters c0, c1, c2;
     memset(&c0, 0, sizeof(c0));
     memset(&c1, 0, sizeof(c1));
@@ -812,9 +829,26 @@ int hsim_run(struct hsim *s, struct hsim_result *r)
         if (!ended && target > s->t_end) target = s->t_end;
         if (target > s->t_stop) target = s->t_stop;
         vnet_run_until(net, target);
-        if (o->progress_s > 0 && wall_ns() >= next_prog) {
+        uint64_t w = wall_ns();
+        if (o->progress_s > 0 && w >= next_prog) {
             progress(s, wall0, ev0);
-            next_prog = wall_ns() + (uint64_t)(o->progress_s * 1e9);
+            next_prog = w + (uint64_t)(o->progress_s * 1e9);
+        }
+        if (o->max_rss_mb > 0 && w >= next_mem) {
+            /* Every started message is held by its sender's engine, so a
+             * growing backlog grows memory; stop before the machine runs
+             * out and report the window measured so far. */
+            next_mem = w + 1000000000ull;
+            if (rss_mb() > o->max_rss_mb) {
+                uint64_t t = vnet_now(net);
+                r->stopped_early = true;
+                FILE *f = o->progress_out ? o->progress_out : stderr;
+                fprintf(f, "%s%sresident memory above %.0f MB at %.2f ms simulated: stopping\n",
+                        o->tag ? o->tag : "", o->tag ? " " : "", o->max_rss_mb, (double)t / 1e6);
+                if (t < s->t_end) s->t_end = t > s->t_start ? t : s->t_start;
+                meas_ns = s->t_end - s->t_start;
+                s->t_stop = t;
+            }
         }
     }
     uint64_t wall1 = wall_ns();
@@ -835,6 +869,7 @@ int hsim_run(struct hsim *s, struct hsim_result *r)
     }
 
     /* configuration */
+    s->o.measure_ms = (double)meas_ns / 1e6; /* shorter if stopped early */
     r->opts = s->o;
     snprintf(r->workload, sizeof(r->workload), "%s", s->w ? homa_workload_name(s->w) : "script");
     r->engine = s->cfg;

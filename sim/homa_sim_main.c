@@ -9,6 +9,7 @@
  * to stderr.  Several runs (reproduce, ablate) execute in parallel worker
  * processes, one run per worker, --jobs at a time (default: online CPUs). */
 #include <errno.h>
+#include <malloc.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -147,6 +148,9 @@ static void print_result(FILE *f, const struct hsim_result *r)
                 "  backlog (unfinished message bytes): %.2f MB at window start+5%%, %.2f MB at "
                 "its end, trend %+.4f MB/ms\n",
                 r->backlog_mb[0], r->backlog_mb[r->nbacklog - 1], r->backlog_slope);
+    if (r->stopped_early)
+        fprintf(f, "  STOPPED EARLY at the memory ceiling (%.0f MB): window cut to %.2f ms\n",
+                o->max_rss_mb, o->measure_ms);
     fprintf(f,
             "  simulated %.4f s, %llu events, %llu packets; wall %.1f s, %.2f M events/s, "
             "%.2f M packets/s, peak RSS %.0f MB\n",
@@ -248,6 +252,13 @@ static int run_many(struct hsim_opts *jobs, struct hsim_result *res, int n, int 
     return failed;
 }
 
+/* Default memory ceiling for one of `par` concurrent runs. */
+static double auto_rss_mb(int par)
+{
+    double ram = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE) / 1048576.0;
+    return ram > 0 ? 0.85 * ram / (par > 0 ? par : 1) : 0;
+}
+
 static int online_cpus(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -290,8 +301,9 @@ static int cmd_reproduce(struct cli *cl, const struct hsim_opts *base, bool load
     static char tags[5][16];
     struct hsim_opts jobs[5];
     struct hsim_result res[5];
-    /* the heaviest runs first so the last worker does not start late */
-    static const int order[5] = {4, 3, 0, 1, 2};
+    /* W5 first, then the light ones on the other worker, W4 last: with two
+     * workers the two memory-hungry runs (W4, W5) do not overlap */
+    static const int order[5] = {4, 0, 1, 2, 3};
     for (int k = 0; k < 5; k++) {
         int i = order[k];
         jobs[k] = *base;
@@ -302,6 +314,16 @@ static int cmd_reproduce(struct cli *cl, const struct hsim_opts *base, bool load
         jobs[k].progress_s = cl->progress_s;
     }
     int par = cl->jobs ? cl->jobs : online_cpus();
+    if (par > 5) par = 5;
+    /* memory ceilings (shares of 85 % of RAM): with two workers W5 overlaps
+     * W1-W3 and W4 overlaps W3, so no two overlapping runs exceed 70 % */
+    for (int k = 0; k < 5; k++) {
+        if (jobs[k].max_rss_mb >= 0) continue;
+        int w = order[k];
+        double all = auto_rss_mb(1);
+        static const double share[5] = {0.05, 0.05, 0.2, 0.4, 0.5};
+        jobs[k].max_rss_mb = par == 1 ? all : share[w] * all;
+    }
     fprintf(stderr, "homa-sim reproduce: W1-W5 at load %.2f, %d hosts, %d parallel runs\n",
             jobs[0].load, base->hosts, par);
     int failed = run_many(jobs, res, 5, par);
@@ -325,6 +347,7 @@ static int cmd_reproduce(struct cli *cl, const struct hsim_opts *base, bool load
     for (int i = 0; i < 5; i++) {
         const struct hsim_result *r = &orr[i];
         bool ok = r->short_count > 0 && r->short_p99 <= 3.5;
+        if (r->stopped_early) fprintf(f, "(%s: stopped early at the memory ceiling)\n", wl[i]);
         all_ok = all_ok && ok;
         fprintf(f,
                 "%-4s %3u %9u %8.2f %8.2f %10s %10s %8.3f %7llu %8llu %8.1f %9llu %8.1f %7.2f "
@@ -430,6 +453,9 @@ static int cmd_ablate(struct cli *cl, const struct hsim_opts *base)
         n++;
     }
     int par = cl->jobs ? cl->jobs : online_cpus();
+    if (par > n) par = n;
+    for (int i = 0; i < n; i++)
+        if (jobs[i].max_rss_mb < 0) jobs[i].max_rss_mb = auto_rss_mb(par);
     int failed = run_many(jobs, res, n, par);
     bool to_stdout = cl->json && strcmp(cl->json, "-") == 0;
     FILE *f = to_stdout ? stderr : stdout;
@@ -459,6 +485,11 @@ static int cmd_ablate(struct cli *cl, const struct hsim_opts *base)
 
 int main(int argc, char **argv)
 {
+    /* Message buffers of 1 MB and more get their own mappings: a receive
+     * buffer then only occupies memory for the bytes that have arrived, and
+     * freed buffers go back to the system at once instead of staying in
+     * the heap.  Memory, not CPU, limits the longest W4/W5 runs. */
+    mallopt(M_MMAP_THRESHOLD, 1 << 20);
     struct hsim_opts o;
     hsim_opts_default(&o);
     struct cli cl = {0};
@@ -500,6 +531,7 @@ int main(int argc, char **argv)
     if (cmd == 2) return cmd_ablate(&cl, &o);
 
     o.progress_s = cl.progress_s;
+    if (o.max_rss_mb < 0) o.max_rss_mb = auto_rss_mb(1);
     struct hsim_result r;
     if (run_one(&o, &r) != 0) return 1;
     bool json_stdout = cl.json && strcmp(cl.json, "-") == 0;

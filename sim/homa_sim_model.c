@@ -37,6 +37,7 @@ void hsim_opts_default(struct hsim_opts *o)
     o->measure_ms = -1;
     o->drain_ms = -1;
     o->buckets = 20;
+    o->max_rss_mb = -1; /* homa-sim: 85 % of RAM shared by the parallel runs */
     o->progress_s = 0;
 }
 
@@ -156,7 +157,9 @@ void hsim_print_options(FILE *f)
           "  --warmup-ms T           simulated warm-up before measuring  [per workload]\n"
           "  --measure-ms T          window: messages started in it are measured\n"
           "  --drain-ms T            extra time allowed for them to finish\n"
-          "  --buckets N             size buckets (quantiles of the workload)      [20]\n",
+          "  --buckets N             size buckets (quantiles of the workload)      [20]\n"
+          "  --max-rss-mb N          end the run early above this memory, 0 = never\n"
+          "                          [85 % of RAM, shared by parallel runs]\n",
           f);
 }
 
@@ -207,6 +210,7 @@ int hsim_parse_opt(struct hsim_opts *o, int argc, char **argv, int *i, char *err
                                              "measure-ms",
                                              "drain-ms",
                                              "buckets",
+                                             "max-rss-mb",
                                              NULL};
     int known = 0;
     for (int k = 0; with_value[k]; k++)
@@ -297,6 +301,8 @@ int hsim_parse_opt(struct hsim_opts *o, int argc, char **argv, int *i, char *err
         bad = parse_dbl(v, &o->measure_ms) || o->measure_ms < 0;
     } else if (strcmp(a, "drain-ms") == 0) {
         bad = parse_dbl(v, &o->drain_ms) || o->drain_ms < 0;
+    } else if (strcmp(a, "max-rss-mb") == 0) {
+        bad = parse_dbl(v, &o->max_rss_mb) || o->max_rss_mb < 0;
     } else if (strcmp(a, "buckets") == 0) {
         bad = parse_int(v, &o->buckets, 1, HSIM_MAX_BUCKETS);
     }

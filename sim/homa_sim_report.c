@@ -154,6 +154,7 @@ void hsim_write_json(FILE *f, const struct hsim_result *r, bool with_wall)
     num(f, r->backlog_slope, "%.4f");
     fprintf(f, ",\n  \"backlog_end_mb\": ");
     num(f, r->backlog_end_mb, "%.3f");
+    fprintf(f, ",\n  \"stopped_early\": %s", r->stopped_early ? "true" : "false");
     fprintf(f, ",\n  \"sim_time_s\": ");
     num(f, r->sim_s, "%.6f");
     fprintf(f, ",\n  \"events\": %llu,\n  \"packets\": %llu", (unsigned long long)r->events,

@@ -69,6 +69,11 @@ typedef struct homa_config {
      * again even while other data keeps arriving (default 5; 0 = only after
      * resend_ticks of silence, as in Linux). */
     uint32_t gap_resend_ticks;
+    /* Receiver computes its unscheduled cutoffs from the lengths of the
+     * messages it receives and announces them (default 1); 0 = always
+     * announce unsched_cutoffs as configured. */
+    uint32_t adaptive_cutoffs;
+    uint32_t cutoff_update_msgs; /* messages between recomputations; default 1,000 */
 } homa_config;
 
 void homa_config_default(homa_config *cfg);
@@ -241,6 +246,7 @@ const char *homa_drop_reason_name(int reason);
     X(peer_failures, "times a silent peer made all its RPCs fail")                                 \
     X(acks_piggybacked, "acks carried in DATA packets")                                            \
     X(pacer_stalls, "pulls that held data back for the pacer")                                     \
+    X(cutoff_updates, "times the adaptive unscheduled cutoffs changed")                            \
     X(drop_short, "dropped: shorter than the common header")                                       \
     X(drop_bad_type, "dropped: unknown type")                                                      \
     X(drop_truncated, "dropped: shorter than the type's header")                                   \

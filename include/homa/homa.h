@@ -105,10 +105,11 @@ int homa_faults_none(const homa_faults *f);
  * Runtime
  * ------------------------------------------------------------------------ */
 
-/* Runtime option flags. */
-#define HOMA_RT_IGNORE_ENV 1u /* ignore HOMA_FAULTS, HOMA_PCAP, HOMA_MTU */
-#define HOMA_RT_NO_GSO 2u     /* never use UDP GSO on send */
-#define HOMA_RT_NO_GRO 4u     /* never ask for UDP GRO on receive */
+/* Runtime option flags.  HOMA_RT_IGNORE_ENV: ignore the HOMA_* environment
+ * variables (HOMA_FAULTS, HOMA_PCAP, HOMA_MTU, HOMA_BUSY_POLL_US). */
+#define HOMA_RT_IGNORE_ENV 1u
+#define HOMA_RT_NO_GSO 2u /* never use UDP GSO on send */
+#define HOMA_RT_NO_GRO 4u /* never ask for UDP GRO on receive */
 
 typedef struct homa_runtime_options {
     /* Engine configuration.  config.max_payload and config.link_bps are
@@ -126,8 +127,9 @@ typedef struct homa_runtime_options {
     uint32_t mtu;
     /* Link rate for the pacer in bit/s; 0 = no pacing. */
     uint64_t link_bps;
-    /* A thread waiting in homa_recv() spins this long before sleeping in
-     * the kernel; 0 = never spin.  Default 50. */
+    /* A thread waiting in homa_recv() spins up to this long before sleeping
+     * in the kernel (less while spinning keeps failing); 0 = never spin.
+     * Default 50; env HOMA_BUSY_POLL_US, when set, replaces it. */
     uint32_t busy_poll_us;
     /* Injected faults (all zero = none).  Env HOMA_FAULTS, when set,
      * replaces this. */
@@ -145,9 +147,9 @@ void homa_runtime_options_default(homa_runtime_options *opts);
 
 /* Creates a runtime: the engine, no sockets yet, and the background thread.
  * opts NULL = defaults.  Environment variables (HOMA_FAULTS, HOMA_PCAP,
- * HOMA_MTU) apply unless HOMA_RT_IGNORE_ENV; a malformed one fails with
- * HOMA_ERR_INVAL and a message on stderr.  Errors: HOMA_ERR_INVAL,
- * HOMA_ERR_NOMEM, HOMA_ERR_IO. */
+ * HOMA_MTU, HOMA_BUSY_POLL_US) apply unless HOMA_RT_IGNORE_ENV; a
+ * malformed one fails with HOMA_ERR_INVAL and a message on stderr.
+ * Errors: HOMA_ERR_INVAL, HOMA_ERR_NOMEM, HOMA_ERR_IO. */
 int homa_runtime_create(const homa_runtime_options *opts, homa_runtime **out);
 /* Closes every socket of the runtime (threads blocked in homa_recv() on
  * them return HOMA_ERR_SHUTDOWN), stops the background thread and frees

@@ -36,6 +36,8 @@ void homa_config_default(homa_config *cfg)
     cfg->tombstone_ticks = 0; /* 0 = 2 * timeout_ticks */
     cfg->max_tombstones = 65536;
     cfg->gap_resend_ticks = 5;
+    cfg->adaptive_cutoffs = 1;
+    cfg->cutoff_update_msgs = 1000;
 }
 
 int homa_config_validate(const homa_config *c, const char **why)
@@ -65,6 +67,8 @@ int homa_config_validate(const homa_config *c, const char **why)
         w = "need_ack_ticks must be >= 1";
     else if (c->max_rx_bytes < c->max_payload)
         w = "max_rx_bytes must hold at least one packet";
+    else if (c->adaptive_cutoffs && c->cutoff_update_msgs < 100)
+        w = "cutoff_update_msgs must be >= 100";
     else if (c->max_rpcs < 1 || c->max_ports < 1 || c->max_tombstones < 1)
         w = "max_rpcs, max_ports and max_tombstones must be >= 1";
     else {

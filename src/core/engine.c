@@ -459,13 +459,6 @@ void homa_rpc_fail(struct homa_engine *eng, struct homa_rpc *rpc, int err)
 
 /* ---------- creation ---------- */
 
-static uint8_t compute_max_sched(const homa_config *c)
-{
-    for (uint32_t i = 1; i < c->num_priorities; i++)
-        if (c->unsched_cutoffs[i] > 0) return (uint8_t)(i - 1);
-    return (uint8_t)(c->num_priorities - 1);
-}
-
 int homa_engine_create(const homa_config *cfg, const homa_engine_ops *ops, homa_engine **out)
 {
     if (!out) return HOMA_ERR_INVAL;
@@ -483,8 +476,7 @@ int homa_engine_create(const homa_config *cfg, const homa_engine_ops *ops, homa_
     if (eng->cfg.grant_window == 0) eng->cfg.grant_window = eng->cfg.unsched_bytes;
     if (eng->cfg.grant_window == 0) eng->cfg.grant_window = eng->cfg.max_payload;
     if (ops) eng->ops = *ops;
-    eng->max_sched_prio = compute_max_sched(&eng->cfg);
-    eng->cutoff_version = 1;
+    homa_cutoffs_init(eng);
     eng->client_nb = eng->server_nb = eng->peer_nb = 64;
     eng->client_tab = calloc(eng->client_nb, sizeof(*eng->client_tab));
     eng->server_tab = calloc(eng->server_nb, sizeof(*eng->server_tab));

@@ -62,7 +62,7 @@ static void send_cutoffs(struct homa_engine *eng, struct homa_peer *peer, uint64
     memset(&pkt, 0, sizeof(pkt));
     pkt.type = HOMA_PKT_CUTOFFS;
     pkt.sender_id = id;
-    memcpy(pkt.u.cutoffs.cutoffs, eng->cfg.unsched_cutoffs, sizeof(pkt.u.cutoffs.cutoffs));
+    memcpy(pkt.u.cutoffs.cutoffs, eng->cutoffs, sizeof(pkt.u.cutoffs.cutoffs));
     pkt.u.cutoffs.version = eng->cutoff_version;
     homa_ctl_queue(eng, NULL, &peer->addr, sport, dport, &pkt);
     peer->cutoffs_sent_once = true;
@@ -73,7 +73,7 @@ static void send_cutoffs(struct homa_engine *eng, struct homa_peer *peer, uint64
 static uint8_t resend_prio(struct homa_engine *eng, struct homa_rpc *rpc, uint32_t offset)
 {
     if (offset < eng->cfg.unsched_bytes || rpc->in.prio == HOMA_PRIO_NONE)
-        return homa_unsched_prio(eng, eng->cfg.unsched_cutoffs, rpc->in.length);
+        return homa_unsched_prio(eng, eng->cutoffs, rpc->in.length);
     return rpc->in.prio;
 }
 
@@ -179,6 +179,7 @@ static int handle_data(struct homa_engine *eng, uint64_t now, const homa_addr *s
         eng->ctr.incoming_bytes += homa_in_outstanding(m);
         homa_gauge_max(&eng->ctr.incoming_peak, eng->ctr.incoming_bytes);
         m->prio = HOMA_PRIO_NONE;
+        homa_cutoffs_observe(eng, len);
         homa_grant_add(eng, rpc);
     } else if (m->length != len) {
         return drop(eng, HOMA_DROP_INCONSISTENT);

@@ -196,12 +196,19 @@ struct homa_tomb {
 };
 
 /* ---- the engine ---- */
+#define HOMA_CUTOFF_BUCKETS 240
+
 struct homa_engine {
     homa_config cfg;
     homa_engine_ops ops;
     homa_counters ctr;
+    /* our unscheduled cutoffs as announced in CUTOFFS (cutoffs.c) */
+    uint32_t cutoffs[HOMA_NUM_PRIORITIES];
     uint8_t max_sched_prio; /* highest priority for scheduled data */
     uint16_t cutoff_version;
+    uint32_t hist_count[HOMA_CUTOFF_BUCKETS]; /* incoming lengths, aged */
+    uint64_t hist_msgs;
+    uint32_t since_update;
 
     uint64_t next_client_id;
     uint64_t next_tick;
@@ -282,6 +289,11 @@ static inline uint32_t homa_in_outstanding(const struct homa_msgin *m)
 {
     return m->granted > m->received ? m->granted - m->received : 0;
 }
+
+/* cutoffs.c */
+void homa_cutoffs_init(struct homa_engine *eng);
+void homa_cutoffs_observe(struct homa_engine *eng, uint32_t length);
+uint8_t homa_cutoffs_max_sched(const uint32_t *cutoffs, uint32_t num_priorities);
 
 /* input.c */
 void homa_timer_run(struct homa_engine *eng, uint64_t now);

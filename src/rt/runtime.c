@@ -86,6 +86,8 @@ struct homa_runtime {
     homa_faults faults;
     homa_pcap *pcap;
     uint64_t busy_poll_ns;
+    uint64_t spin_ns; /* current adaptive spin budget (<= busy_poll_ns) */
+    unsigned spin_probe;
     uint64_t grace_ns; /* app idle this long before the bg thread polls */
 
     homa_socket *socks;
@@ -108,6 +110,7 @@ struct homa_runtime {
 
     /* Transmit. */
     int tx_busy;
+    int tx_wanted; /* the engine called want_tx since the last pull */
     homa_pkt_out tx_pkts[TX_PULL];
 
     /* Close / destroy wait here for the token holder and transmitter. */
@@ -209,6 +212,15 @@ static uint64_t rt_random(void *ctx)
     return v;
 }
 
+/* The engine has packets to send (called under rt->lock).  Paths that
+ * always transmit after an engine call ignore this; the others (release,
+ * recv, close) transmit only when it was set. */
+static void rt_want_tx(void *ctx)
+{
+    homa_runtime *rt = ctx;
+    rt->tx_wanted = 1;
+}
+
 /* Called by the engine (so under rt->lock) when a message or a failure is
  * ready on `port`. */
 static void rt_ready(void *ctx, uint16_t port)
@@ -286,6 +298,7 @@ static void tx_run(homa_runtime *rt)
     if (rt->tx_busy) return;
     rt->tx_busy = 1;
     for (;;) {
+        rt->tx_wanted = 0;
         uint64_t now = now_ns();
         int n = homa_engine_pull(rt->eng, now, rt->tx_pkts, TX_PULL);
         if (n <= 0) break;
@@ -311,6 +324,15 @@ static void tx_run(homa_runtime *rt)
     if (rt->io_opts.faults != NULL) tx_flush_held(rt);
     rt->tx_busy = 0;
     notify_state(rt);
+}
+
+/* Transmits if the engine asked for it.  Lock held. */
+static void tx_if_wanted(homa_runtime *rt)
+{
+    if (rt->tx_wanted) {
+        tx_run(rt);
+        check_deadline(rt);
+    }
 }
 
 /* Runs due engine timers and due fault-injection releases. */
@@ -432,22 +454,48 @@ static void pass_token(homa_runtime *rt)
     offer_token(rt);
 }
 
+/* Spin budget for the next wait.  Spinning only pays when packets come
+ * while we spin; when the peer needs the CPU we are spinning on (more
+ * runnable threads than cores) it only delays the answer by the whole
+ * budget.  So every spin that ends in a sleep halves the budget, every spin
+ * during which packets arrive restores it, and at zero one wait in 64
+ * probes with the full budget to notice that cores became free.  (A quick
+ * wake-up after sleeping is no evidence: with a starved peer the answer
+ * comes quickly precisely because we stopped spinning.)  Lock held. */
+static uint64_t spin_budget(homa_runtime *rt)
+{
+    if (rt->spin_ns == 0 && rt->busy_poll_ns > 0 && (++rt->spin_probe & 63) == 0)
+        return rt->busy_poll_ns;
+    return rt->spin_ns;
+}
+
+static void spin_result(homa_runtime *rt, int success)
+{
+    if (success)
+        rt->spin_ns = rt->busy_poll_ns;
+    else
+        rt->spin_ns = rt->spin_ns >= 2000 ? rt->spin_ns / 2 : 0;
+}
+
 /* The token holder's loop inside homa_recv: polls until a message may be
  * ready for w's socket, the deadline passes, or the socket closes. */
 static void app_poll(homa_runtime *rt, struct waiter *w, uint64_t deadline)
 {
     homa_socket *s = w->sock;
     uint64_t gen0 = s->ready_gen;
-    uint64_t spin_end = now_ns() + rt->busy_poll_ns;
+    uint64_t budget = spin_budget(rt);
+    uint64_t spin_end = now_ns() + budget;
+    int slept = 0;
     for (;;) {
         int n = poll_pass(rt);
-        if (s->ready_gen != gen0 || s->closing || rt->stop) return;
+        if (s->ready_gen != gen0 || s->closing || rt->stop) break;
         uint64_t now = now_ns();
         run_timers(rt, now);
-        if (s->ready_gen != gen0) return;
+        if (s->ready_gen != gen0) break;
         if (now >= deadline) return;
         if (n > 0) {
-            spin_end = now + rt->busy_poll_ns;
+            if (!slept && budget > 0) spin_result(rt, 1);
+            spin_end = now + budget;
             continue;
         }
         /* No sched_yield() while spinning: under the EEVDF scheduler a
@@ -455,12 +503,16 @@ static void app_poll(homa_runtime *rt, struct waiter *w, uint64_t deadline)
          * host the token holder then starved the whole runtime for tens of
          * milliseconds (RPC timeouts in the stress test). */
         if (now < spin_end) continue;
+        if (budget > 0 && !slept) spin_result(rt, 0);
+        slept = 1;
         /* Engine timers are the background thread's job; we only wake for
          * our own deadline and for packets held by fault injection. */
         poll_sleep(rt, min_u64(deadline, driver_deadline(rt)));
         if (s->ready_gen != gen0) return;
-        spin_end = now_ns() + rt->busy_poll_ns;
+        budget = spin_budget(rt);
+        spin_end = now_ns() + budget;
     }
+    if (!slept && budget > 0) spin_result(rt, 1);
 }
 
 /* ---------------------------------------------------- background thread */
@@ -568,6 +620,16 @@ static int env_options(homa_runtime_options *o)
     }
     v = getenv("HOMA_PCAP");
     if (v != NULL && v[0] != '\0') o->pcap_path = v;
+    v = getenv("HOMA_BUSY_POLL_US");
+    if (v != NULL && v[0] != '\0') {
+        char *end;
+        unsigned long us = strtoul(v, &end, 10);
+        if (*end != '\0' || us > 1000000) {
+            fprintf(stderr, "libhoma: HOMA_BUSY_POLL_US=\"%s\": expected 0..1000000\n", v);
+            return HOMA_ERR_INVAL;
+        }
+        o->busy_poll_us = (uint32_t)us;
+    }
     v = getenv("HOMA_MTU");
     if (v != NULL && v[0] != '\0' && o->mtu == 0) {
         char *end;
@@ -617,6 +679,7 @@ int homa_runtime_create(const homa_runtime_options *opts_in, homa_runtime **out)
         rt->cfg.unsched_bytes = two;
 
     rt->busy_poll_ns = (uint64_t)o.busy_poll_us * 1000u;
+    rt->spin_ns = rt->busy_poll_ns;
     rt->grace_ns = rt->cfg.tick_ns > 100000 ? rt->cfg.tick_ns : 100000;
     rt->faults = o.faults;
     rt->io = &homa_udp_ops;
@@ -638,7 +701,8 @@ int homa_runtime_create(const homa_runtime_options *opts_in, homa_runtime **out)
         }
         rt->io_opts.pcap = rt->pcap;
     }
-    homa_engine_ops ops = {.ctx = rt, .random = rt_random, .want_tx = NULL, .ready = rt_ready};
+    homa_engine_ops ops = {
+        .ctx = rt, .random = rt_random, .want_tx = rt_want_tx, .ready = rt_ready};
     rc = homa_engine_create(&rt->cfg, &ops, &rt->eng);
     if (rc != 0) goto fail;
     rt->cfg = *homa_engine_config(rt->eng);
@@ -826,6 +890,7 @@ void homa_socket_close(homa_socket *s)
     if (s->efd >= 0) rt->nexported--;
     epoll_ctl(rt->epfd, EPOLL_CTL_DEL, rt->io->fd(s->io), NULL);
     homa_engine_port_close(rt->eng, now_ns(), s->port);
+    tx_if_wanted(rt);
     for (struct waiter *w = rt->waiters; w != NULL; w = w->next)
         if (w->sock == s && w->sleeping) wake_waiter(w);
     /* Wait until nobody can still be using the driver socket: no thread in
@@ -1066,7 +1131,10 @@ void homa_release(homa_socket *s, homa_msg *msg)
     if (s == NULL || msg == NULL || msg->handle == NULL) return;
     homa_runtime *rt = s->rt;
     pthread_mutex_lock(&rt->lock);
-    if (!s->closing) homa_engine_release(rt->eng, msg);
+    if (!s->closing) {
+        homa_engine_release(rt->eng, msg);
+        tx_if_wanted(rt); /* freeing a message may let grants go to others */
+    }
     pthread_mutex_unlock(&rt->lock);
     msg->handle = NULL;
     msg->data = NULL;
@@ -1076,6 +1144,7 @@ void homa_release(homa_socket *s, homa_msg *msg)
 static int try_recv(homa_runtime *rt, homa_socket *s, unsigned flags, uint64_t id, homa_msg *msg)
 {
     int rc = homa_engine_recv(rt->eng, s->port, flags, id, msg);
+    tx_if_wanted(rt);
     if (rc != 0) return rc;
     if (msg->is_request) req_remember(s, msg);
     if (msg->error != 0) {

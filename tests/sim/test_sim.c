@@ -107,7 +107,7 @@ static void two_flows__share_a_link(void **state)
     int b = hsim_add_rpc(s, 0, 18, 0, len, 0);
     struct hsim_result r;
     hsim_run(s, &r);
-    const struct hsim_net_params *p = hsim_params(s);
+    const struct hsim_net_params params = *hsim_params(s), *p = &params;
     double la = (double)hsim_rpc_latency(s, a, false), lb = (double)hsim_rpc_latency(s, b, false);
     double first = la < lb ? la : lb, last = la < lb ? lb : la;
     double both = hsim_ideal_ns(p, 2 * len, true); /* 4 MB through one link */
