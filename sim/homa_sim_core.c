@@ -887,7 +887,7 @@ int hsim_run(struct hsim *s, struct hsim_result *r)
     r->measured = n + s->failed_msgs;
     r->completed = n - r->incomplete;
     r->failed = s->failed_msgs;
-    qsort(s->smp, n, sizeof(*s->smp), cmp_sample);
+    if (n > 0) qsort(s->smp, n, sizeof(*s->smp), cmp_sample);
     float *v = malloc((n ? n : 1) * sizeof(float));
     float *lat = malloc((n ? n : 1) * sizeof(float));
     if (!v || !lat) xrealloc(NULL, 0);

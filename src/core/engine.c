@@ -733,7 +733,14 @@ void homa_engine_pull_done(homa_engine *eng)
 uint64_t homa_engine_next_deadline(const homa_engine *eng)
 {
     uint64_t d = UINT64_MAX;
-    if (!hlist_empty(&eng->rpcs) || eng->tomb_count > 0 || eng->peer_n > 0) d = eng->next_tick;
+    /* Tick only while there is protocol work: an idle engine must not wake
+     * its host every millisecond.  Idle peers are reaped on a later tick. */
+    if (!hlist_empty(&eng->rpcs)) {
+        d = eng->next_tick;
+    } else if (eng->tomb_count > 0) {
+        uint64_t exp = eng->tombs[eng->tomb_head].expires;
+        d = exp > eng->next_tick ? exp : eng->next_tick;
+    }
     if (eng->pacer_blocked && eng->nic_free_at > eng->cfg.max_nic_queue_ns) {
         uint64_t p = eng->nic_free_at - eng->cfg.max_nic_queue_ns;
         if (p < d) d = p;

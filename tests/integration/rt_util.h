@@ -61,11 +61,34 @@ static inline int rt_check(const uint8_t *buf, size_t len, uint64_t *tag_out)
     return 1;
 }
 
-/* Options for tests: environment ignored unless asked, fast timers. */
+/* How much slower than a plain build the tests run: timer-driven tests
+ * stretch the protocol's clock by this factor under a sanitizer. */
+#if defined(__SANITIZE_THREAD__)
+#define SANITIZER_SLOWDOWN 10
+#elif defined(__SANITIZE_ADDRESS__)
+#define SANITIZER_SLOWDOWN 3
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SANITIZER_SLOWDOWN 10
+#elif __has_feature(address_sanitizer)
+#define SANITIZER_SLOWDOWN 3
+#endif
+#endif
+#ifndef SANITIZER_SLOWDOWN
+#define SANITIZER_SLOWDOWN 1
+#endif
+
+/* Options for tests: environment ignored unless asked; the protocol clock
+ * stretched under sanitizers; and a 1 s silence limit instead of 100 ms,
+ * because on a CI host where several test processes share two cores a
+ * thread can wait tens of milliseconds to be scheduled, and a live peer
+ * must not be declared dead (test_rt_kill checks timeouts with its own). */
 static inline void rt_test_options(homa_runtime_options *o, int use_env)
 {
     homa_runtime_options_default(o);
     if (!use_env) o->flags |= HOMA_RT_IGNORE_ENV;
+    o->config.tick_ns = 1000000ull * SANITIZER_SLOWDOWN;
+    o->config.timeout_ticks = 1000;
 }
 
 #endif

@@ -436,7 +436,11 @@ static void test_env_pcap_and_mtu(void **state)
     call_and_check(c, &dst, 50000, 9); /* many packets: GSO runs */
     homa_driver_counters dc;
     homa_runtime_counters(rt, NULL, &dc);
-    assert_true(dc.pcap_records >= 2 * dc.datagrams_out);
+    /* Every packet is captured once sent and once received (the counters
+     * are read while the last acks may still be in flight: allow a few). */
+    assert_true(dc.datagrams_out > 60);
+    assert_true(dc.pcap_records + 4 >= dc.datagrams_out + dc.datagrams_in);
+    assert_true(dc.pcap_records <= dc.datagrams_out + dc.datagrams_in);
     homa_socket_close(c);
     echo_stop(&e);
     homa_runtime_destroy(rt);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cluster.h"
 #include "json.h"
 #include "pattern.h"
 #include "wlgen.h"
@@ -23,6 +24,9 @@ static const char usage_text[] =
     "  homa-perf compare --test rtt|tput|workload [--size BYTES] [--seconds S] [--json]\n"
     "                    [any client option except --proto/--server]\n"
     "  homa-perf selftest\n"
+    "  homa-perf cluster [--workload wN] [--load F] [--hosts N] [--seconds S] [--json OUT]\n"
+    "                    [--plot OUT.png]   Homa vs TCP on an emulated cluster (root;\n"
+    "                    homa-perf cluster --help)\n"
     "\n"
     "Servers echo every request: the response has the request's length and bytes.\n"
     "\n"
@@ -578,6 +582,8 @@ int main(int argc, char **argv)
         return 0;
     }
     if (strcmp(argv[1], "selftest") == 0) return selftest();
+    if (strcmp(argv[1], "cluster") == 0) return cluster_main(argc, argv);
+    if (strcmp(argv[1], "cluster-agent") == 0) return cluster_agent_main(argc, argv);
     cli c;
     int rc = parse_args(argc, argv, &c);
     if (rc) return rc;

@@ -1,0 +1,120 @@
+/* homa-perf cluster: the Homa-vs-TCP experiment on an emulated cluster.
+ *
+ * `homa-perf cluster` (cluster_main.c) creates (or uses) a cluster of
+ * network namespaces made by scripts/homa-cluster, starts one
+ * `homa-perf cluster-agent` (cluster_agent.c) inside every host namespace
+ * for each protocol in turn, tells them when to start, shows progress,
+ * merges the per-message records they write and reports.  Every agent is
+ * the server and a client of its host: one echo server, and one client
+ * thread per other host, all RPCs open loop at scheduled times.
+ *
+ * The message sequence of every host (arrival times, lengths,
+ * destinations) comes from cluster_sched_make(), a function of the seed
+ * only, so both protocols carry exactly the same messages.
+ *
+ * See docs/cluster.md. */
+#ifndef HOMA_PERF_CLUSTER_H
+#define HOMA_PERF_CLUSTER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <homa/homa.h>
+
+#include "perf.h"
+#include "wlgen.h"
+
+#define CLUSTER_MAX_HOSTS 64
+/* Exit status when the cluster cannot run here (not root, no namespaces). */
+#define CLUSTER_EXIT_UNSUPPORTED 77
+
+/* One scheduled RPC of a host: sent at t_ns after the common start time to
+ * host dst, request (and echoed response) of `size` bytes. */
+typedef struct cluster_msg {
+    uint64_t t_ns;
+    uint32_t size;
+    uint16_t dst;
+    uint16_t pad;
+} cluster_msg;
+
+/* The schedule of host `host` of `hosts`: Poisson arrivals whose request
+ * payload averages req_bps bit/s, lengths from the workload, destinations
+ * uniform over the other hosts, until end_ns.  *out is malloc'ed.  Returns
+ * the count or -1 (out of memory). */
+long cluster_sched_make(const wlgen *g, uint64_t seed, int host, int hosts, double req_bps,
+                        uint64_t end_ns, cluster_msg **out);
+
+/* Outcome of one RPC in a record. */
+enum cluster_status {
+    CREC_OK = 0,
+    CREC_FAILED = 1,     /* the transport reported an error (err) */
+    CREC_MISMATCH = 2,   /* wrong length or (with --verify) wrong bytes */
+    CREC_UNFINISHED = 3, /* no response before the drain time ran out */
+    CREC_REFUSED = 4,    /* the send was refused (err); counted as failed */
+};
+
+/* Per-message record an agent writes (binary, native byte order, after a
+ * 16-byte header "HCREC001" + uint64 count).  Times are relative to the
+ * common start. */
+typedef struct cluster_rec {
+    uint64_t sched_ns; /* scheduled arrival */
+    uint64_t send_ns;  /* just before the send call */
+    uint64_t done_ns;  /* return of the poll that delivered the response; 0 if none */
+    uint32_t size;
+    uint16_t dst;
+    uint8_t status; /* enum cluster_status */
+    uint8_t pad;
+    int32_t err; /* transport error for CREC_FAILED / CREC_REFUSED */
+    uint32_t pad2;
+} cluster_rec;
+
+#define CLUSTER_REC_MAGIC "HCREC001"
+
+/* Homa engine tuning given on the command line (--homa-config k=v,...):
+ * applied on top of homa_config_default() in every agent. */
+typedef struct cluster_homa_tuning {
+    char spec[512]; /* as given, re-passed to the agents */
+} cluster_homa_tuning;
+
+/* Applies "key=value,key=value" to cfg.  Keys: unsched_bytes, grant_window,
+ * max_incoming, max_overcommit, grant_fifo_permille, num_priorities,
+ * adaptive_cutoffs, cutoff_update_msgs, resend_ticks, resend_interval,
+ * timeout_ticks, tick_us, max_nic_queue_ns, pacer_bypass_bytes,
+ * gap_resend_ticks.  Returns 0 or -1 with err set. */
+int cluster_homa_apply(const char *spec, homa_config *cfg, char *err, size_t errlen);
+
+/* Homa transport of the agents: one runtime per host (its server and its
+ * clients share the engine, as sockets of a host share the kernel module). */
+typedef struct cluster_homa_rt_opts {
+    uint32_t mtu;      /* link MTU; max_payload = mtu - 20 - 8 - 56 (IPv4) */
+    uint64_t link_bps; /* pacer */
+    int busy_poll_us;  /* < 0: runtime default */
+    int gso;           /* 0: HOMA_RT_NO_GSO */
+    uint32_t max_message;
+    const char *tuning; /* cluster_homa_apply() spec, may be NULL */
+} cluster_homa_rt_opts;
+
+int cluster_homa_runtime(const cluster_homa_rt_opts *o, homa_runtime **out, char *err,
+                         size_t errlen);
+int cluster_homa_client(homa_runtime *rt, const perf_addr *addr, pt_client **out, char *err,
+                        size_t errlen);
+int cluster_homa_server(homa_runtime *rt, uint16_t port, int threads, pt_server **out, char *err,
+                        size_t errlen);
+
+/* Entry points (argv[1] is "cluster" / "cluster-agent"). */
+int cluster_main(int argc, char **argv);
+int cluster_agent_main(int argc, char **argv);
+
+/* PNG chart writer (cluster_plot.c): slowdown against message length. */
+typedef struct cluster_curve {
+    const char *label;
+    int n;
+    double x[PERF_MAX_BUCKETS];
+    double y[PERF_MAX_BUCKETS];
+    int dashed;
+} cluster_curve;
+
+int cluster_plot(const char *path, const char *title, const cluster_curve *curves, int ncurves,
+                 char *err, size_t errlen);
+
+#endif
