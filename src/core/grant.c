@@ -161,6 +161,18 @@ void homa_grant_check(struct homa_engine *eng)
                             ? eng->cfg.max_incoming - eng->ctr.incoming_bytes
                             : 0;
         uint32_t inc = (uint32_t)(target - m->granted);
+        /* Batch grants: a GRANT per DATA packet doubles the packet count
+         * for little gain, so wait until a quarter of the window (at least
+         * a packet) can be granted, unless this finishes the message or the
+         * sender has nothing left to send (then it would go idle). */
+        uint32_t batch = eng->cfg.grant_window / 4 > seg ? eng->cfg.grant_window / 4 : seg;
+        if (inc < batch && target < m->length && m->granted > m->received + seg) {
+            if (prio != m->prio && m->prio != HOMA_PRIO_NONE) {
+                m->prio = prio;
+                send_grant(eng, r);
+            }
+            continue;
+        }
         if (inc > room) {
             /* Partial grants smaller than a packet only add overhead. */
             if (room < seg) break;
