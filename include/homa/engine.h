@@ -116,6 +116,15 @@ int homa_engine_send_request(homa_engine *eng, uint64_t now, uint16_t port, cons
  * HOMA_ERR_STATE (already replied), HOMA_ERR_MSGSIZE, HOMA_ERR_NOMEM. */
 int homa_engine_send_reply(homa_engine *eng, uint64_t now, uint16_t port, const homa_addr *peer,
                            uint16_t peer_port, uint64_t id, const void *buf, size_t len);
+/* Zero-copy variants: the engine takes ownership of buf, which must come
+ * from malloc() (it is released with free()), instead of copying it.  On
+ * error the caller keeps ownership. */
+int homa_engine_send_request_owned(homa_engine *eng, uint64_t now, uint16_t port,
+                                   const homa_addr *dst, uint16_t dport, void *buf, size_t len,
+                                   uint64_t cookie, uint64_t *id);
+int homa_engine_send_reply_owned(homa_engine *eng, uint64_t now, uint16_t port,
+                                 const homa_addr *peer, uint16_t peer_port, uint64_t id, void *buf,
+                                 size_t len);
 /* Aborts the client RPC `id` (even) of `port`: it is freed at once and never
  * reported by recv.  HOMA_ERR_NOT_FOUND if unknown; HOMA_ERR_STATE if its
  * response was already received by the application (release it instead). */
@@ -144,6 +153,12 @@ typedef struct homa_msg {
  * *msg, or HOMA_ERR_AGAIN, HOMA_ERR_NO_PORT, HOMA_ERR_NOT_FOUND (id unknown).
  * The message must be given back with homa_engine_release(). */
 int homa_engine_recv(homa_engine *eng, uint16_t port, unsigned flags, uint64_t id, homa_msg *msg);
+/* Takes the bytes of a received message out of the engine without copying:
+ * returns a malloc()ed buffer of msg->length bytes (at least 1) that the
+ * caller now owns (free() it, or hand it to a *_owned send, e.g. to echo it)
+ * and clears msg->data.  The message must still be released.  NULL if there
+ * is nothing to take (failed RPC, already taken). */
+void *homa_engine_msg_take(homa_engine *eng, homa_msg *msg);
 /* Gives a received message back.  For a response this frees the client RPC;
  * for a request it frees the request bytes (the RPC lives on until its reply
  * is acknowledged). */

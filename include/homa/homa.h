@@ -241,6 +241,12 @@ int homa_socket_fd(homa_socket *s);
 int homa_send(homa_socket *s, const homa_endpoint *dst, const void *buf, size_t len,
               uint64_t cookie, uint64_t *id);
 
+/* Zero-copy send: like homa_send, but libhoma takes ownership of buf, which
+ * must come from malloc() (libhoma frees it with free() once sent and
+ * acknowledged) or from homa_msg_take().  On error the caller keeps it. */
+int homa_send_owned(homa_socket *s, const homa_endpoint *dst, void *buf, size_t len,
+                    uint64_t cookie, uint64_t *id);
+
 /* Receives the next message on s matching flags (HOMA_RECV_REQUEST,
  * HOMA_RECV_RESPONSE or HOMA_RECV_ANY from homa/engine.h) or, if id is
  * non-zero, the response of that client RPC.  Waits up to timeout_ns
@@ -276,6 +282,15 @@ int homa_reply_msg(homa_socket *s, const homa_msg *req, const void *buf, size_t 
 /* Replies to request `id` from the client endpoint `peer`. */
 int homa_reply_to(homa_socket *s, const homa_endpoint *peer, uint64_t id, const void *buf,
                   size_t len);
+/* Zero-copy reply to req: libhoma takes ownership of buf (from malloc() or
+ * homa_msg_take()); on error the caller keeps it. */
+int homa_reply_msg_owned(homa_socket *s, const homa_msg *req, void *buf, size_t len);
+/* Takes a received message's bytes without copying: returns a malloc()ed
+ * buffer of msg->length bytes (at least 1) owned by the caller from now on
+ * (free() it or pass it to homa_send_owned/homa_reply_msg_owned, e.g. to
+ * echo a request) and clears msg->data.  The message must still be
+ * released.  NULL if there is nothing to take. */
+void *homa_msg_take(homa_socket *s, homa_msg *msg);
 
 /* Aborts an RPC.  A client RPC (even id) is forgotten: it is never
  * returned by homa_recv (HOMA_ERR_STATE if its response was already

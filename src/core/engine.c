@@ -404,7 +404,7 @@ static void rpc_release_in(struct homa_engine *eng, struct homa_rpc *rpc)
     if (!rpc->in.active) return;
     homa_grant_remove(eng, rpc);
     eng->ctr.incoming_bytes -= homa_in_outstanding(&rpc->in);
-    eng->ctr.rx_bytes_in_use -= rpc->in.length;
+    if (!rpc->in.taken) eng->ctr.rx_bytes_in_use -= rpc->in.length;
     homa_msgin_destroy(&rpc->in);
 }
 
@@ -562,42 +562,48 @@ void homa_engine_counters(const homa_engine *eng, homa_counters *out)
 
 /* ---------- application calls ---------- */
 
-static int copy_message(const homa_engine *eng, const void *buf, size_t len, uint8_t **out)
+/* Gets the engine's buffer for an outgoing message: the caller's own
+ * malloc'd buffer when it hands one over (`owned`), else a copy of src.
+ * Checks come first so that a failed call never takes ownership. */
+static int message_buffer(const homa_engine *eng, const void *src, void *owned, size_t len,
+                          uint8_t **out)
 {
     if (len > eng->cfg.max_message_length) return HOMA_ERR_MSGSIZE;
-    if (len > 0 && !buf) return HOMA_ERR_INVAL;
+    if (owned) {
+        *out = owned;
+        return 0;
+    }
+    if (len > 0 && !src) return HOMA_ERR_INVAL;
     uint8_t *b = malloc(len ? len : 1);
     if (!b) return HOMA_ERR_NOMEM;
-    if (len) memcpy(b, buf, len);
+    if (len) memcpy(b, src, len);
     *out = b;
     return 0;
 }
 
-int homa_engine_send_request(homa_engine *eng, uint64_t now, uint16_t port_num,
-                             const homa_addr *dst, uint16_t dport, const void *buf, size_t len,
-                             uint64_t cookie, uint64_t *id)
+static int start_request(homa_engine *eng, uint64_t now, uint16_t port_num, const homa_addr *dst,
+                         uint16_t dport, const void *src, void *owned, size_t len,
+                         uint64_t cookie, uint64_t *id)
 {
     if (!eng || !dst || dport == 0) return HOMA_ERR_INVAL;
     eng->now = now;
     struct homa_port *port = homa_port_find(eng, port_num);
     if (!port) return HOMA_ERR_NO_PORT;
     if (eng->ctr.rpcs_live >= eng->cfg.max_rpcs) return HOMA_ERR_LIMIT;
-    uint8_t *b;
-    int err = copy_message(eng, buf, len, &b);
-    if (err) return err;
+    if (len > eng->cfg.max_message_length) return HOMA_ERR_MSGSIZE;
     struct homa_peer *peer = homa_peer_get(eng, dst, true);
-    if (!peer) {
-        free(b);
-        return HOMA_ERR_NOMEM;
-    }
+    if (!peer) return HOMA_ERR_NOMEM;
+    uint8_t *b;
+    int err = message_buffer(eng, src, owned, len, &b);
+    if (err) return err;
     uint64_t rid = eng->next_client_id;
-    eng->next_client_id += 2;
-    if (eng->next_client_id == 0) eng->next_client_id = 2;
     struct homa_rpc *rpc = rpc_new(eng, rid, port, peer, dport);
     if (!rpc) {
-        free(b);
+        if (!owned) free(b);
         return HOMA_ERR_NOMEM;
     }
+    eng->next_client_id += 2;
+    if (eng->next_client_id == 0) eng->next_client_id = 2;
     rpc->state = RPC_CLIENT_ACTIVE;
     rpc->cookie = cookie;
     eng->ctr.client_rpcs++;
@@ -607,9 +613,23 @@ int homa_engine_send_request(homa_engine *eng, uint64_t now, uint16_t port_num,
     return 0;
 }
 
-int homa_engine_send_reply(homa_engine *eng, uint64_t now, uint16_t port_num,
-                           const homa_addr *peer, uint16_t peer_port, uint64_t id,
-                           const void *buf, size_t len)
+int homa_engine_send_request(homa_engine *eng, uint64_t now, uint16_t port, const homa_addr *dst,
+                             uint16_t dport, const void *buf, size_t len, uint64_t cookie,
+                             uint64_t *id)
+{
+    return start_request(eng, now, port, dst, dport, buf, NULL, len, cookie, id);
+}
+
+int homa_engine_send_request_owned(homa_engine *eng, uint64_t now, uint16_t port,
+                                   const homa_addr *dst, uint16_t dport, void *buf, size_t len,
+                                   uint64_t cookie, uint64_t *id)
+{
+    if (!buf) return HOMA_ERR_INVAL;
+    return start_request(eng, now, port, dst, dport, NULL, buf, len, cookie, id);
+}
+
+static int start_reply(homa_engine *eng, uint64_t now, uint16_t port_num, const homa_addr *peer,
+                       uint16_t peer_port, uint64_t id, const void *src, void *owned, size_t len)
 {
     if (!eng || !peer) return HOMA_ERR_INVAL;
     eng->now = now;
@@ -618,10 +638,9 @@ int homa_engine_send_reply(homa_engine *eng, uint64_t now, uint16_t port_num,
     if (!(id & 1)) return HOMA_ERR_NOT_FOUND;
     struct homa_rpc *rpc = homa_find_server(eng, id, peer, peer_port);
     if (!rpc || rpc->port != port) return HOMA_ERR_NOT_FOUND;
-    if (rpc->state == RPC_SERVER_OUTGOING) return HOMA_ERR_STATE;
     if (rpc->state != RPC_SERVER_IN_SERVICE) return HOMA_ERR_STATE;
     uint8_t *b;
-    int err = copy_message(eng, buf, len, &b);
+    int err = message_buffer(eng, src, owned, len, &b);
     if (err) return err;
     rpc->state = RPC_SERVER_OUTGOING;
     /* The ack clock starts now, not when the request arrived. */
@@ -631,6 +650,33 @@ int homa_engine_send_reply(homa_engine *eng, uint64_t now, uint16_t port_num,
     homa_out_start(eng, rpc, b, (uint32_t)len);
     homa_notify_tx(eng);
     return 0;
+}
+
+int homa_engine_send_reply(homa_engine *eng, uint64_t now, uint16_t port, const homa_addr *peer,
+                           uint16_t peer_port, uint64_t id, const void *buf, size_t len)
+{
+    return start_reply(eng, now, port, peer, peer_port, id, buf, NULL, len);
+}
+
+int homa_engine_send_reply_owned(homa_engine *eng, uint64_t now, uint16_t port,
+                                 const homa_addr *peer, uint16_t peer_port, uint64_t id, void *buf,
+                                 size_t len)
+{
+    if (!buf) return HOMA_ERR_INVAL;
+    return start_reply(eng, now, port, peer, peer_port, id, NULL, buf, len);
+}
+
+void *homa_engine_msg_take(homa_engine *eng, homa_msg *msg)
+{
+    if (!eng || !msg || !msg->handle || !msg->data) return NULL;
+    struct homa_rpc *rpc = msg->handle;
+    void *buf = rpc->in.buf;
+    rpc->in.buf = NULL;
+    /* the memory no longer counts against max_rx_bytes */
+    eng->ctr.rx_bytes_in_use -= rpc->in.length;
+    rpc->in.taken = true;
+    msg->data = NULL;
+    return buf;
 }
 
 int homa_engine_abort(homa_engine *eng, uint64_t now, uint16_t port_num, uint64_t id)

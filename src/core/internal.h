@@ -67,6 +67,7 @@ struct homa_msgin {
     struct homa_gap *gaps; /* sorted, disjoint, all below recv_end */
     uint8_t prio;          /* priority of our latest grant, or HOMA_PRIO_NONE */
     bool active;           /* length known, buffer allocated */
+    bool taken;            /* the application took buf (homa_engine_msg_take) */
 };
 
 /* Result of homa_msgin_add. */

@@ -1033,16 +1033,23 @@ static void req_free_all(homa_socket *s)
     s->reqs_buckets = 0;
 }
 
-int homa_send(homa_socket *s, const homa_endpoint *dst, const void *buf, size_t len,
-              uint64_t cookie, uint64_t *id)
+static int send_common(homa_socket *s, const homa_endpoint *dst, const void *buf, void *owned,
+                       size_t len, uint64_t cookie, uint64_t *id)
 {
-    if (s == NULL || dst == NULL || (buf == NULL && len > 0)) return HOMA_ERR_INVAL;
+    if (s == NULL || dst == NULL || (buf == NULL && owned == NULL && len > 0))
+        return HOMA_ERR_INVAL;
     homa_runtime *rt = s->rt;
     uint64_t rid = 0;
     pthread_mutex_lock(&rt->lock);
-    int rc = s->closing ? HOMA_ERR_SHUTDOWN
-                        : homa_engine_send_request(rt->eng, now_ns(), s->port, &dst->addr,
-                                                   dst->port, buf, len, cookie, &rid);
+    int rc;
+    if (s->closing)
+        rc = HOMA_ERR_SHUTDOWN;
+    else if (owned)
+        rc = homa_engine_send_request_owned(rt->eng, now_ns(), s->port, &dst->addr, dst->port,
+                                            owned, len, cookie, &rid);
+    else
+        rc = homa_engine_send_request(rt->eng, now_ns(), s->port, &dst->addr, dst->port, buf,
+                                      len, cookie, &rid);
     if (rc == 0) {
         tx_run(rt);
         check_deadline(rt);
@@ -1052,11 +1059,24 @@ int homa_send(homa_socket *s, const homa_endpoint *dst, const void *buf, size_t 
     return rc;
 }
 
+int homa_send(homa_socket *s, const homa_endpoint *dst, const void *buf, size_t len,
+              uint64_t cookie, uint64_t *id)
+{
+    return send_common(s, dst, buf, NULL, len, cookie, id);
+}
+
+int homa_send_owned(homa_socket *s, const homa_endpoint *dst, void *buf, size_t len,
+                    uint64_t cookie, uint64_t *id)
+{
+    if (buf == NULL) return HOMA_ERR_INVAL;
+    return send_common(s, dst, NULL, buf, len, cookie, id);
+}
+
 /* peer NULL: look the peer up by id alone. */
 static int reply_common(homa_socket *s, const homa_addr *peer, uint16_t peer_port, uint64_t id,
-                        const void *buf, size_t len)
+                        const void *buf, void *owned, size_t len)
 {
-    if (s == NULL || (buf == NULL && len > 0)) return HOMA_ERR_INVAL;
+    if (s == NULL || (buf == NULL && owned == NULL && len > 0)) return HOMA_ERR_INVAL;
     homa_runtime *rt = s->rt;
     pthread_mutex_lock(&rt->lock);
     int rc;
@@ -1071,7 +1091,9 @@ static int reply_common(homa_socket *s, const homa_addr *peer, uint16_t peer_por
     } else {
         homa_addr a = peer ? *peer : (*pp)->peer;
         uint16_t p = peer ? peer_port : (*pp)->peer_port;
-        rc = homa_engine_send_reply(rt->eng, now_ns(), s->port, &a, p, id, buf, len);
+        rc = owned ? homa_engine_send_reply_owned(rt->eng, now_ns(), s->port, &a, p, id, owned,
+                                                  len)
+                   : homa_engine_send_reply(rt->eng, now_ns(), s->port, &a, p, id, buf, len);
         /* Forget the request once answered, or once the engine says it can
          * never be answered. */
         if (n > 0 && (rc == 0 || rc == HOMA_ERR_NOT_FOUND || rc == HOMA_ERR_STATE))
@@ -1087,20 +1109,36 @@ static int reply_common(homa_socket *s, const homa_addr *peer, uint16_t peer_por
 
 int homa_reply(homa_socket *s, uint64_t id, const void *buf, size_t len)
 {
-    return reply_common(s, NULL, 0, id, buf, len);
+    return reply_common(s, NULL, 0, id, buf, NULL, len);
 }
 
 int homa_reply_msg(homa_socket *s, const homa_msg *req, const void *buf, size_t len)
 {
     if (req == NULL) return HOMA_ERR_INVAL;
-    return reply_common(s, &req->peer, req->peer_port, req->id, buf, len);
+    return reply_common(s, &req->peer, req->peer_port, req->id, buf, NULL, len);
+}
+
+int homa_reply_msg_owned(homa_socket *s, const homa_msg *req, void *buf, size_t len)
+{
+    if (req == NULL || buf == NULL) return HOMA_ERR_INVAL;
+    return reply_common(s, &req->peer, req->peer_port, req->id, NULL, buf, len);
+}
+
+void *homa_msg_take(homa_socket *s, homa_msg *msg)
+{
+    if (s == NULL || msg == NULL || msg->handle == NULL) return NULL;
+    homa_runtime *rt = s->rt;
+    pthread_mutex_lock(&rt->lock);
+    void *buf = s->closing ? NULL : homa_engine_msg_take(rt->eng, msg);
+    pthread_mutex_unlock(&rt->lock);
+    return buf;
 }
 
 int homa_reply_to(homa_socket *s, const homa_endpoint *peer, uint64_t id, const void *buf,
                   size_t len)
 {
     if (peer == NULL) return HOMA_ERR_INVAL;
-    return reply_common(s, &peer->addr, peer->port, id, buf, len);
+    return reply_common(s, &peer->addr, peer->port, id, buf, NULL, len);
 }
 
 int homa_abort(homa_socket *s, uint64_t id)

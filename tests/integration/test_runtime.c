@@ -41,7 +41,14 @@ static void *echo_main(void *arg)
         if (rc == HOMA_ERR_SHUTDOWN) break;
         if (rc != 0) continue;
         if (e->delay_us) usleep((useconds_t)e->delay_us);
-        if (e->use_reply_msg)
+        if (e->use_reply_msg == 2) {
+            /* zero copy: the request's own buffer becomes the reply */
+            void *buf = homa_msg_take(e->sock, &m);
+            assert_non_null(buf);
+            assert_null(m.data);
+            rc = homa_reply_msg_owned(e->sock, &m, buf, m.length);
+            if (rc != 0) free(buf);
+        } else if (e->use_reply_msg)
             rc = homa_reply_msg(e->sock, &m, m.data, m.length);
         else
             rc = homa_reply(e->sock, m.id, m.data, m.length);
@@ -126,6 +133,46 @@ static void test_echo_ipv4_ipv6(void **state)
     assert_true(dc.datagrams_out > 18 && dc.datagrams_in > 18);
     assert_true(dc.send_syscalls > 0 && dc.recv_syscalls > 0);
     assert_int_equal(dc.garbage_in, 0);
+    homa_socket_close(c);
+    echo_stop(&e);
+    homa_runtime_destroy(crt);
+    homa_runtime_destroy(srt);
+}
+
+static void test_zero_copy_send_take_reply(void **state)
+{
+    (void)state;
+    homa_runtime *srt = new_rt(), *crt = new_rt();
+    struct echo_server e = {0};
+    e.use_reply_msg = 2;
+    echo_start(&e, srt, 0);
+    homa_socket *c;
+    assert_int_equal(homa_socket_open(crt, 0, &c), 0);
+    homa_endpoint dst;
+    char addr[64];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%u", homa_socket_port(e.sock));
+    assert_int_equal(homa_endpoint_parse(addr, &dst), 0);
+    size_t sizes[] = {0, 1, 70000, 1000000};
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        size_t len = sizes[i];
+        uint8_t *req = malloc(len ? len : 1), *want = malloc(len ? len : 1);
+        rt_fill(req, len, 300 + i);
+        memcpy(want, req, len);
+        uint64_t id;
+        assert_int_equal(homa_send_owned(c, &dst, req, len, 7, &id), 0); /* req now libhoma's */
+        homa_msg r;
+        assert_int_equal(homa_recv(c, HOMA_RECV_RESPONSE, id, 10 * SEC, &r), 0);
+        assert_int_equal(r.length, len);
+        if (len) assert_memory_equal(r.data, want, len);
+        /* the response's bytes can be kept past release */
+        uint8_t *kept = homa_msg_take(c, &r);
+        homa_release(c, &r);
+        if (len) assert_memory_equal(kept, want, len);
+        free(kept);
+        free(want);
+    }
+    assert_int_equal(e.served, 4);
+    assert_int_equal(homa_send_owned(c, &dst, NULL, 5, 0, NULL), HOMA_ERR_INVAL);
     homa_socket_close(c);
     echo_stop(&e);
     homa_runtime_destroy(crt);
@@ -500,6 +547,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_echo_ipv4_ipv6),
+        cmocka_unit_test(test_zero_copy_send_take_reply),
         cmocka_unit_test(test_recv_by_id_and_flags),
         cmocka_unit_test(test_server_reply_rules),
         cmocka_unit_test(test_eventfd),

@@ -199,7 +199,12 @@ static void *hserver_main(void *arg)
         int rc = homa_recv(s->sock, HOMA_RECV_REQUEST, 0, SERVER_POLL_NS, &m);
         if (rc == HOMA_ERR_SHUTDOWN) break;
         if (rc < 0) continue;
-        homa_reply(s->sock, m.id, m.data, m.length);
+        /* Echo without copying: the request's buffer becomes the reply. */
+        void *buf = homa_msg_take(s->sock, &m);
+        if (buf == NULL)
+            homa_reply_msg(s->sock, &m, m.data, m.length);
+        else if (homa_reply_msg_owned(s->sock, &m, buf, m.length) != 0)
+            free(buf);
         homa_release(s->sock, &m);
     }
     return NULL;
