@@ -66,11 +66,15 @@ struct hsim_opts {
     /* protocol (applied over homa_config_default) */
     uint32_t max_payload;
     uint32_t unsched_bytes; /* 0 = rtt bytes rounded up to whole packets */
-    uint32_t grant_window;  /* 0 = unsched_bytes */
+    uint32_t grant_window;  /* 0 = one RTT plus the engine's grant batch */
     int overcommit;         /* 0 = the paper's value for the workload */
     int priorities;         /* 1..8 */
     int unsched_levels;     /* 0 = from the workload's unscheduled byte share */
     bool explicit_cutoffs;  /* use cutoffs[] as given instead of computing them */
+    /* Receivers start from the cutoffs computed from the workload (or given)
+     * and then adapt them to the lengths they see (the engine's
+     * adaptive_cutoffs, on by default); fixed_cutoffs keeps them as set. */
+    bool fixed_cutoffs;
     uint32_t cutoffs[8];
     bool sender_driven;           /* no grants: every message entirely unscheduled */
     uint32_t max_incoming;        /* 0 = engine default */
@@ -100,6 +104,16 @@ struct hsim_bucket {
     double p50, p99, mean; /* slowdown */
 };
 
+/* A failed RPC (the first HSIM_MAX_FAILURES of a run are kept). */
+#define HSIM_MAX_FAILURES 16
+struct hsim_failure {
+    double start_ms, failed_ms; /* RPC start, failure report */
+    uint32_t req_len, resp_len;
+    int src, dst;
+    bool in_response; /* the request had arrived; the response was lost */
+    int error;        /* HOMA_ERR_* */
+};
+
 struct hsim_result {
     /* resolved configuration: the run's options with every "auto" filled in
      * (pointer fields are only meaningful in the process that ran it) */
@@ -115,6 +129,7 @@ struct hsim_result {
 
     /* messages (measured = started inside the measurement window) */
     uint64_t measured, completed, incomplete, failed;
+    uint64_t send_errors; /* RPCs the client engine refused to start (any time) */
     double short_p50, short_p99, short_mean; /* slowdown, short messages */
     double short_p50_us, short_p99_us;
     double all_p50, all_p99, all_mean;
@@ -135,6 +150,7 @@ struct hsim_result {
     uint64_t grants;         /* GRANT packets sent */
     uint64_t timeouts;       /* client RPCs that failed */
     uint64_t engine_drops;   /* packets the engines refused (no memory...) */
+    uint64_t cutoff_updates; /* adaptive cutoff changes, all receivers */
     uint64_t max_port_bytes; /* peak occupancy of any switch port */
     uint64_t max_downlink_bytes;
 
@@ -143,6 +159,9 @@ struct hsim_result {
     double backlog_mb[20]; /* at 20 evenly spaced times in the window */
     double backlog_slope;  /* least-squares MB per ms over the window */
     double backlog_end_mb;
+
+    int nfailures;
+    struct hsim_failure failures[HSIM_MAX_FAILURES];
 
     /* run */
     bool stopped_early; /* max_rss_mb reached: the window was cut short */
@@ -166,6 +185,11 @@ void hsim_print_options(FILE *f);
  * payload a sender emits in one round trip (hsim_rtt_ns across a spine, or
  * within the rack for a one-rack topology), rounded up to whole packets. */
 uint32_t hsim_default_unsched(const struct hsim_opts *o);
+
+/* Grant window hsim_create() picks when grant_window is 0: the smallest
+ * whole-packet window that keeps one flow at line rate given that the
+ * engine grants in batches of a quarter window (12,600 B by default). */
+uint32_t hsim_default_window(const struct hsim_opts *o);
 
 /* The overcommit the SIGCOMM 2018 simulations used for W1..W5 (1/3/4/7/7),
  * 8 for any other workload. */

@@ -76,8 +76,6 @@ struct hsim {
     struct hhost *h;
     homa_config cfg;
     int unsched_levels;
-    uint8_t *zeros;
-    uint32_t zeros_len;
     double gap_ns; /* mean time between RPC starts per host */
     bool poisson;
 
@@ -90,7 +88,9 @@ struct hsim {
     uint64_t pending;                /* measured messages not yet finished */
     struct sample *smp;
     uint64_t nsmp, capsmp;
-    uint64_t failed_msgs, send_errors, unmatched;
+    uint64_t failed_msgs, send_errors, unmatched, total_failures;
+    struct hsim_failure fail[HSIM_MAX_FAILURES];
+    int nfail;
     double offered_wire; /* wire bytes of messages started in the window */
     double started_bytes, done_bytes;
 
@@ -114,13 +114,16 @@ static uint64_t mix64(uint64_t x)
     return x;
 }
 
+static void oom(void)
+{
+    fprintf(stderr, "homa-sim: out of memory\n");
+    abort();
+}
+
 static void *xrealloc(void *p, size_t n)
 {
     void *q = realloc(p, n);
-    if (!q) {
-        fprintf(stderr, "homa-sim: out of memory\n");
-        abort();
-    }
+    if (!q) oom();
     return q;
 }
 
@@ -163,7 +166,7 @@ static void tab_insert(struct hsim *s, int host, uint64_t id, uint32_t rec)
         struct hent *ot = s->tab;
         s->tab_mask = old * 2 - 1;
         s->tab = calloc((size_t)old * 2, sizeof(*s->tab));
-        if (!s->tab) xrealloc(NULL, 0);
+        if (!s->tab) oom();
         s->tab_n = 0;
         for (uint32_t k = 0; k < old; k++)
             if (ot[k].id) tab_insert(s, ot[k].host, ot[k].id, ot[k].rec);
@@ -225,17 +228,15 @@ static void add_sample(struct hsim *s, uint32_t len, int src, int dst, uint64_t 
     s->smp[s->nsmp++] = (struct sample){len, (float)((double)lat / id), (float)(lat / 1e3)};
 }
 
-/* Message contents do not matter (the engine copies them): one buffer of
- * zeros, grown to the longest message sent so far. */
-static const uint8_t *zeros(struct hsim *s, uint32_t len)
+/* A message buffer handed to the engine (which frees it).  Contents do not
+ * matter, and calloc of a large block returns untouched zero pages (see the
+ * mmap threshold in homa_sim_main.c), so an unsent message costs almost no
+ * memory: the engine only reads the pages as it transmits them. */
+static void *msg_buf(uint32_t len)
 {
-    if (len > s->zeros_len) {
-        free(s->zeros);
-        s->zeros = calloc(len, 1);
-        if (!s->zeros) xrealloc(NULL, 0);
-        s->zeros_len = len;
-    }
-    return s->zeros;
+    void *b = calloc(len ? len : 1, 1);
+    if (!b) oom();
+    return b;
 }
 
 static bool in_window(const struct hsim *s, uint64_t t)
@@ -273,9 +274,11 @@ static void start_rpc(struct hsim *s, uint64_t now, int src, int dst, uint32_t r
     homa_addr dst_addr = vhost_addr(dst);
     struct vhost *vh = s->h[src].vh;
     uint64_t id;
-    int err = homa_engine_send_request(vh->eng, now, HSIM_CLIENT_PORT, &dst_addr, HSIM_SERVER_PORT,
-                                       zeros(s, req_len), req_len, r, &id);
+    void *buf = msg_buf(req_len);
+    int err = homa_engine_send_request_owned(vh->eng, now, HSIM_CLIENT_PORT, &dst_addr,
+                                             HSIM_SERVER_PORT, buf, req_len, r, &id);
     if (err) {
+        free(buf);
         s->send_errors++;
         if (measure) s->failed_msgs++;
         rec_free(s, r);
@@ -322,8 +325,12 @@ static void on_ready(struct vhost *vh, uint16_t port, void *app)
                         hsim_wire_bytes(resp_len, s->np.max_payload, s->np.overhead_bytes);
                 message_started(s, resp_len, meas);
             }
-            homa_engine_send_reply(vh->eng, now, port, &m.peer, m.peer_port, m.id,
-                                   zeros(s, resp_len), resp_len);
+            void *buf = msg_buf(resp_len);
+            if (homa_engine_send_reply_owned(vh->eng, now, port, &m.peer, m.peer_port, m.id, buf,
+                                             resp_len) != 0) {
+                free(buf);
+                s->send_errors++;
+            }
             homa_engine_release(vh->eng, &m);
         }
         return;
@@ -333,6 +340,16 @@ static void on_ready(struct vhost *vh, uint16_t port, void *app)
         struct rpcrec *rc = &s->rec[r];
         if (m.error) {
             /* The RPC failed: whatever of it was still on its way is lost. */
+            if (s->nfail < HSIM_MAX_FAILURES)
+                s->fail[s->nfail++] = (struct hsim_failure){(double)rc->req_start / 1e6,
+                                                            (double)now / 1e6,
+                                                            rc->req_len,
+                                                            rc->resp_len,
+                                                            rc->src,
+                                                            rc->dst,
+                                                            (rc->flags & R_REQ_DONE) != 0,
+                                                            m.error};
+            s->total_failures++;
             if (!(rc->flags & R_REQ_DONE)) {
                 tab_take(s, rc->src, rc->client_id);
                 s->done_bytes += rc->req_len;
@@ -440,12 +457,13 @@ static double mean_wire(const homa_workload *w, uint32_t trunc, uint32_t mp, uin
  * that `homa-sim reproduce` fits in 30 minutes on 2 cores. */
 static void default_times(const char *wl, double *warm, double *meas, double *drain)
 {
-    /* warm-up, window, drain.  W1/W2 settle in microseconds; W3-W5 carry
-     * most bytes in multi-megabyte messages whose backlog takes 100+ ms to
-     * build up (and costs memory: every started message is held by its
-     * sender's engine), so W5 is memory-bound rather than time-bound. */
+    /* warm-up, window, drain.  W1/W2 settle within a millisecond and have
+     * millions of messages per simulated second; W3-W5 carry most bytes in
+     * multi-megabyte messages whose backlog takes 100+ ms to build up, and
+     * W5 has only ~55,000 messages per simulated second.  `reproduce` with
+     * these takes about 8 minutes on 2 cores. */
     static const double t[5][3] = {
-        {2, 10, 2}, {2, 15, 5}, {50, 100, 30}, {120, 150, 40}, {60, 120, 40},
+        {2, 10, 2}, {2, 15, 5}, {50, 100, 30}, {200, 300, 50}, {100, 300, 50},
     };
     int k = 3;
     if (wl && (wl[0] == 'w' || wl[0] == 'W') && wl[1] >= '1' && wl[1] <= '5') k = wl[1] - '1';
@@ -520,7 +538,12 @@ struct hsim *hsim_create(const struct hsim_opts *oin, char *err, size_t errlen)
     uint32_t unsched = o->unsched_bytes ? o->unsched_bytes : hsim_default_unsched(o);
     if (o->sender_driven) unsched = s->max_len; /* nothing ever needs a grant */
     c->unsched_bytes = unsched;
-    c->grant_window = o->grant_window ? o->grant_window : (o->sender_driven ? 0 : unsched);
+    /* The paper keeps one RTT of bytes granted ahead; the engine grants in
+     * batches of a quarter window, so the default window is the smallest
+     * that still covers a round trip between batches. */
+    c->grant_window = o->sender_driven  ? 0
+                      : o->grant_window ? o->grant_window
+                                        : hsim_default_window(o);
     if (o->max_incoming) c->max_incoming = o->max_incoming;
     if (o->grant_fifo_permille != UINT32_MAX) c->grant_fifo_permille = o->grant_fifo_permille;
     c->max_rx_bytes = o->max_rx_bytes ? o->max_rx_bytes : (16ull << 30);
@@ -550,6 +573,7 @@ struct hsim *hsim_create(const struct hsim_opts *oin, char *err, size_t errlen)
     else
         c->max_overcommit =
             (uint32_t)(s->w ? hsim_paper_overcommit(homa_workload_name(s->w)) : sched_levels);
+    if (o->fixed_cutoffs || o->explicit_cutoffs) c->adaptive_cutoffs = 0;
     const char *why;
     if (homa_config_validate(c, &why) != 0) {
         snprintf(err, errlen, "engine configuration: %s", why);
@@ -650,7 +674,6 @@ void hsim_destroy(struct hsim *s)
     vnet_destroy(s->net);
     homa_workload_free(s->w);
     free(s->h);
-    free(s->zeros);
     free(s->rec);
     free(s->tab);
     free(s->smp);
@@ -887,10 +910,13 @@ int hsim_run(struct hsim *s, struct hsim_result *r)
     r->measured = n + s->failed_msgs;
     r->completed = n - r->incomplete;
     r->failed = s->failed_msgs;
+    r->send_errors = s->send_errors;
+    r->nfailures = s->nfail;
+    memcpy(r->failures, s->fail, sizeof(s->fail));
     if (n > 0) qsort(s->smp, n, sizeof(*s->smp), cmp_sample);
     float *v = malloc((n ? n : 1) * sizeof(float));
     float *lat = malloc((n ? n : 1) * sizeof(float));
-    if (!v || !lat) xrealloc(NULL, 0);
+    if (!v || !lat) oom();
     for (uint64_t i = 0; i < n; i++)
         v[i] = s->smp[i].slowdown;
     qsort(v, n, sizeof(float), cmp_float);
@@ -965,6 +991,7 @@ int hsim_run(struct hsim *s, struct hsim_result *r)
     r->grants = c2.grant_out - c0.grant_out;
     r->timeouts = c2.client_timeouts - c0.client_timeouts;
     r->engine_drops = c2.drop_no_memory - c0.drop_no_memory;
+    r->cutoff_updates = c2.cutoff_updates - c0.cutoff_updates;
 
     /* backlog trend over the window */
     r->nbacklog = nb;

@@ -111,9 +111,11 @@ static void print_result(FILE *f, const struct hsim_result *r)
             c->unsched_bytes, c->grant_window ? c->grant_window : c->unsched_bytes,
             c->max_overcommit, c->num_priorities, r->unsched_levels, r->rtt_ns / 1e3, r->rtt_bytes,
             o->sender_driven ? ", sender-driven" : "");
-    fprintf(f, "  cutoffs (prio 7..0):");
+    fprintf(f, "  %s cutoffs (prio 7..0):", c->adaptive_cutoffs ? "initial" : "fixed");
     for (int i = 7; i >= 0; i--)
         fprintf(f, " %u", c->unsched_cutoffs[i]);
+    if (c->adaptive_cutoffs)
+        fprintf(f, "; receivers adapt them (%llu updates)", (unsigned long long)r->cutoff_updates);
     fprintf(f, "\n  messages: %llu measured, %llu completed, %llu incomplete, %llu failed\n",
             (unsigned long long)r->measured, (unsigned long long)r->completed,
             (unsigned long long)r->incomplete, (unsigned long long)r->failed);
@@ -148,6 +150,14 @@ static void print_result(FILE *f, const struct hsim_result *r)
                 "  backlog (unfinished message bytes): %.2f MB at window start+5%%, %.2f MB at "
                 "its end, trend %+.4f MB/ms\n",
                 r->backlog_mb[0], r->backlog_mb[r->nbacklog - 1], r->backlog_slope);
+    for (int i = 0; i < r->nfailures; i++) {
+        const struct hsim_failure *x = &r->failures[i];
+        fprintf(f,
+                "  failed RPC: host %d -> %d, request %u B, response %u B, started %.3f ms, "
+                "%s lost, reported %.3f ms (error %d)\n",
+                x->src, x->dst, x->req_len, x->resp_len, x->start_ms,
+                x->in_response ? "response" : "request", x->failed_ms, x->error);
+    }
     if (r->stopped_early)
         fprintf(f, "  STOPPED EARLY at the memory ceiling (%.0f MB): window cut to %.2f ms\n",
                 o->max_rss_mb, o->measure_ms);
@@ -348,6 +358,14 @@ static int cmd_reproduce(struct cli *cl, const struct hsim_opts *base, bool load
         const struct hsim_result *r = &orr[i];
         bool ok = r->short_count > 0 && r->short_p99 <= 3.5;
         const char *verdict = r->short_count == 0 ? "no data" : ok ? "ok" : "MISSED";
+        for (int i = 0; i < r->nfailures; i++) {
+            const struct hsim_failure *x = &r->failures[i];
+            fprintf(f,
+                    "  failed RPC: host %d -> %d, request %u B, response %u B, started %.3f ms, "
+                    "%s lost, reported %.3f ms (error %d)\n",
+                    x->src, x->dst, x->req_len, x->resp_len, x->start_ms,
+                    x->in_response ? "response" : "request", x->failed_ms, x->error);
+        }
         if (r->stopped_early) fprintf(f, "(%s: stopped early at the memory ceiling)\n", wl[i]);
         all_ok = all_ok && ok;
         fprintf(f,
@@ -413,7 +431,7 @@ static int cmd_ablate(struct cli *cl, const struct hsim_opts *base)
     snprintf(buf, sizeof(buf), "%s", vals);
     /* the grant window stays at its default while unscheduled bytes vary,
      * so the ablation shows what unscheduled bytes alone buy */
-    uint32_t rtt_window = hsim_default_unsched(base);
+    uint32_t rtt_window = hsim_default_window(base);
     for (char *tok = strtok(buf, ","); tok && n < 32; tok = strtok(NULL, ",")) {
         struct hsim_opts *o = &jobs[n];
         *o = *base;
@@ -460,8 +478,9 @@ static int cmd_ablate(struct cli *cl, const struct hsim_opts *base)
     int failed = run_many(jobs, res, n, par);
     bool to_stdout = cl->json && strcmp(cl->json, "-") == 0;
     FILE *f = to_stdout ? stderr : stdout;
-    fprintf(f, "\nAblation of %s on %s, %d hosts, load %.2f\n", cl->what, base->workload,
-            base->hosts, base->load);
+    fprintf(f, "\nAblation of %s on %s, %d hosts", cl->what, base->workload, base->hosts);
+    if (kind != 4) fprintf(f, ", load %.2f", base->load);
+    fprintf(f, "\n");
     fprintf(f, "%-18s %8s %8s %8s %8s %9s %7s %8s %9s %9s %8s\n", "variant", "short50", "short99",
             "all50", "all99", "achieved", "drops", "resends", "grants", "backlog/ms", "wall s");
     for (int i = 0; i < n; i++) {

@@ -146,7 +146,8 @@ void hsim_print_options(FILE *f)
           "  --overcommit N          max_overcommit, 0 = paper (1/3/4/7/7)         [0]\n"
           "  --priorities N          priority levels used, 1..8                    [8]\n"
           "  --unsched-levels N      levels for unscheduled bytes, 0 = by bytes    [0]\n"
-          "  --cutoffs c0,..,c7      explicit unsched_cutoffs (priority 0 first)\n"
+          "  --cutoffs c0,..,c7      explicit unsched_cutoffs (priority 0 first; fixed)\n"
+          "  --fixed-cutoffs         keep the computed cutoffs (receivers do not adapt)\n"
           "  --sender-driven         no grants: every message sent unscheduled\n"
           "  --max-incoming N        cap on granted-but-unreceived bytes           [400000]\n"
           "  --fifo-permille N       grant share for the oldest message            [50]\n"
@@ -175,6 +176,10 @@ int hsim_parse_opt(struct hsim_opts *o, int argc, char **argv, int *i, char *err
     }
     if (strcmp(a, "sender-driven") == 0) {
         o->sender_driven = true;
+        return 1;
+    }
+    if (strcmp(a, "fixed-cutoffs") == 0) {
+        o->fixed_cutoffs = true;
         return 1;
     }
     static const char *const with_value[] = {"workload",
@@ -504,6 +509,32 @@ double hsim_percentile(const float *v, uint64_t n, double p)
     uint64_t i = r < 1 ? 0 : (uint64_t)r - 1;
     if (i >= n) i = n - 1;
     return v[i];
+}
+
+/* Payload bytes a sender emits in one round trip. */
+static double rtt_payload(const struct hsim_opts *o)
+{
+    struct hsim_net_params np = {o->host_bps,        o->uplink_bps,      o->host_link_delay_ns,
+                                 o->uplink_delay_ns, o->switch_delay_ns, o->overhead_bytes,
+                                 o->max_payload,     o->rx_delay_ns,     o->spines};
+    int hpr = o->hosts_per_rack > 0 ? o->hosts_per_rack : 16;
+    bool cross = o->racks > 1 || (o->racks <= 0 && o->hosts > hpr);
+    double rtt = hsim_rtt_ns(&np, cross);
+    return rtt * (double)o->host_bps / 8e9 * o->max_payload /
+           (o->max_payload + HSIM_DATA_HDR + o->overhead_bytes);
+}
+
+uint32_t hsim_default_window(const struct hsim_opts *o)
+{
+    /* The engine grants once a quarter of the window (at least a packet)
+     * can be granted, so just before a grant only window - batch bytes are
+     * outstanding; that must still cover a round trip. */
+    double need = rtt_payload(o);
+    for (uint32_t k = 1;; k++) {
+        uint32_t w = k * o->max_payload;
+        uint32_t batch = w / 4 > o->max_payload ? w / 4 : o->max_payload;
+        if ((double)(w - batch) >= need - 1e-9 || k > 100000) return w;
+    }
 }
 
 uint32_t hsim_default_unsched(const struct hsim_opts *o)

@@ -82,7 +82,8 @@ void hsim_write_json(FILE *f, const struct hsim_result *r, bool with_wall)
             c->num_priorities, r->unsched_levels);
     for (int i = 0; i < 8; i++)
         fprintf(f, "%s%u", i ? ", " : "", c->unsched_cutoffs[i]);
-    fprintf(f, "], \"sender_driven\": %s,\n", o->sender_driven ? "true" : "false");
+    fprintf(f, "], \"adaptive_cutoffs\": %s, \"sender_driven\": %s,\n",
+            c->adaptive_cutoffs ? "true" : "false", o->sender_driven ? "true" : "false");
     fprintf(f, "    \"rtt_ns\": ");
     num(f, r->rtt_ns, "%.1f");
     fprintf(f, ", \"rtt_bytes\": %u, \"rpc_rate_per_host\": ", r->rtt_bytes);
@@ -111,9 +112,10 @@ void hsim_write_json(FILE *f, const struct hsim_result *r, bool with_wall)
     num(f, r->all_mean, "%.4f");
     fprintf(f,
             ",\n  \"messages\": {\"measured\": %llu, \"completed\": %llu, \"incomplete\": %llu, "
-            "\"failed\": %llu},\n",
+            "\"failed\": %llu, \"send_errors\": %llu},\n",
             (unsigned long long)r->measured, (unsigned long long)r->completed,
-            (unsigned long long)r->incomplete, (unsigned long long)r->failed);
+            (unsigned long long)r->incomplete, (unsigned long long)r->failed,
+            (unsigned long long)r->send_errors);
     fprintf(f, "  \"buckets\": [\n");
     for (int b = 0; b < r->nbuckets; b++) {
         const struct hsim_bucket *k = &r->bucket[b];
@@ -145,6 +147,7 @@ void hsim_write_json(FILE *f, const struct hsim_result *r, bool with_wall)
             (unsigned long long)r->grants, (unsigned long long)r->timeouts,
             (unsigned long long)r->engine_drops, (unsigned long long)r->max_port_bytes,
             (unsigned long long)r->max_downlink_bytes);
+    fprintf(f, "  \"cutoff_updates\": %llu,\n", (unsigned long long)r->cutoff_updates);
     fprintf(f, "  \"backlog_mb\": [");
     for (int k = 0; k < r->nbacklog; k++) {
         if (k) fputs(", ", f);
@@ -154,6 +157,16 @@ void hsim_write_json(FILE *f, const struct hsim_result *r, bool with_wall)
     num(f, r->backlog_slope, "%.4f");
     fprintf(f, ",\n  \"backlog_end_mb\": ");
     num(f, r->backlog_end_mb, "%.3f");
+    fprintf(f, ",\n  \"failures\": [");
+    for (int i = 0; i < r->nfailures; i++) {
+        const struct hsim_failure *x = &r->failures[i];
+        fprintf(f,
+                "%s\n    {\"src\": %d, \"dst\": %d, \"request_bytes\": %u, \"response_bytes\": "
+                "%u, \"lost\": \"%s\", \"start_ms\": %.3f, \"failed_ms\": %.3f, \"error\": %d}",
+                i ? "," : "", x->src, x->dst, x->req_len, x->resp_len,
+                x->in_response ? "response" : "request", x->start_ms, x->failed_ms, x->error);
+    }
+    fprintf(f, "%s]", r->nfailures ? "\n  " : "");
     fprintf(f, ",\n  \"stopped_early\": %s", r->stopped_early ? "true" : "false");
     fprintf(f, ",\n  \"sim_time_s\": ");
     num(f, r->sim_s, "%.6f");

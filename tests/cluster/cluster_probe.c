@@ -9,7 +9,9 @@
  *       "sent N received R p50_us X p99_us Y max_us Z"
  *
  * IPv4 only; meant to run inside the namespaces of an emulated cluster. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>

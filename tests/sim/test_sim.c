@@ -402,6 +402,7 @@ static void ideal__closed_form(void **state)
     double rtt = hsim_rtt_ns(&p, true);
     assert_true(rtt > 7000 && rtt < 8500);
     assert_int_equal(hsim_default_unsched(&o), 9800);
+    assert_int_equal(hsim_default_window(&o), 12600);
     assert_int_equal(hsim_packets(0, 1400), 1);
     assert_int_equal(hsim_packets(1401, 1400), 2);
     float v[5] = {1, 2, 3, 4, 5};

@@ -5,8 +5,8 @@
  * `homa-perf cluster-agent` (cluster_agent.c) inside every host namespace
  * for each protocol in turn, tells them when to start, shows progress,
  * merges the per-message records they write and reports.  Every agent is
- * the server and a client of its host: one echo server, and one client
- * thread per other host, all RPCs open loop at scheduled times.
+ * the server and the client of its host: an echo server, and a client
+ * thread sending RPCs to every other host, open loop at scheduled times.
  *
  * The message sequence of every host (arrival times, lengths,
  * destinations) comes from cluster_sched_make(), a function of the seed
@@ -83,8 +83,36 @@ typedef struct cluster_homa_tuning {
  * gap_resend_ticks.  Returns 0 or -1 with err set. */
 int cluster_homa_apply(const char *spec, homa_config *cfg, char *err, size_t errlen);
 
-/* Homa transport of the agents: one runtime per host (its server and its
- * clients share the engine, as sockets of a host share the kernel module). */
+/* The client side of an agent: one object reaches every host. */
+typedef struct cluster_client cluster_client;
+typedef struct cluster_client_ops {
+    /* Prepares for sending (TCP: connects to every peer, once).  0 or a
+     * negative error (err set). */
+    int (*start)(cluster_client *c, char *err, size_t errlen);
+    /* Starts an RPC to host dst carrying buf (copied or sent before
+     * returning).  0 or a negative error. */
+    int (*send)(cluster_client *c, int dst, uint64_t cookie, const void *buf, size_t len);
+    /* As pt_client_ops.poll: completions (data valid until the next poll),
+     * 0 at the CLOCK_MONOTONIC deadline, or a negative fatal error.  A
+     * client made to serve answers the requests that arrive meanwhile. */
+    int (*poll)(cluster_client *c, uint64_t deadline, pt_completion *out, int max);
+    void (*destroy)(cluster_client *c);
+} cluster_client_ops;
+
+struct cluster_client {
+    const cluster_client_ops *ops;
+};
+
+/* TCP: `conns` connections to every host but `self` (cluster_tcp.c); with
+ * listen_port != 0 it also serves (echo) on that port. */
+int cluster_tcp_client(const perf_addr *peers, int npeers, int self, int conns, uint64_t spin_ns,
+                       uint16_t listen_port, cluster_client **out, char *err, size_t errlen);
+
+/* Homa transport of the agents: one runtime and one socket per host.  The
+ * socket (the host's well-known port) carries the echo server's requests
+ * and replies and the client's requests and responses, so one engine does
+ * SRPT, grants and pacing for everything the host sends and receives, as
+ * the kernel module does for a machine. */
 typedef struct cluster_homa_rt_opts {
     uint32_t mtu;      /* link MTU; max_payload = mtu - 20 - 8 - 56 (IPv4) */
     uint64_t link_bps; /* pacer */
@@ -96,10 +124,33 @@ typedef struct cluster_homa_rt_opts {
 
 int cluster_homa_runtime(const cluster_homa_rt_opts *o, homa_runtime **out, char *err,
                          size_t errlen);
-int cluster_homa_client(homa_runtime *rt, const perf_addr *addr, pt_client **out, char *err,
-                        size_t errlen);
-int cluster_homa_server(homa_runtime *rt, uint16_t port, int threads, pt_server **out, char *err,
-                        size_t errlen);
+/* Echo server threads on sock (the socket stays the caller's). */
+int cluster_homa_server(homa_socket *sock, int threads, pt_server **out, char *err, size_t errlen);
+/* Client sending from sock to every host of peers[]; with serve != 0 its
+ * polls also answer the requests arriving on sock (echo). */
+int cluster_homa_client(homa_socket *sock, const perf_addr *peers, int npeers, int serve,
+                        cluster_client **out, char *err, size_t errlen);
+
+/* Queue monitor (cluster_qmon.c): samples the backlog of every switch
+ * port's priority queues and of every host NIC every interval_ns. */
+typedef struct cluster_qmon cluster_qmon;
+typedef struct cluster_qstats {
+    uint64_t samples;
+    double interval_us;
+    /* Backlog in packets of one port's queue of each priority level, over
+     * all ports and samples: mean, 99th percentile, maximum. */
+    double prio_mean[8];
+    uint32_t prio_p99[8], prio_max[8];
+    /* Backlog in packets of one host NIC (all its queues). */
+    double nic_mean;
+    uint32_t nic_p99, nic_max;
+} cluster_qstats;
+
+/* NULL if the namespaces cannot be reached. */
+cluster_qmon *cluster_qmon_start(const char *cluster, int hosts, uint64_t interval_ns);
+void cluster_qmon_stop(cluster_qmon *q);
+void cluster_qmon_result(const cluster_qmon *q, cluster_qstats *out);
+void cluster_qmon_free(cluster_qmon *q);
 
 /* Entry points (argv[1] is "cluster" / "cluster-agent"). */
 int cluster_main(int argc, char **argv);

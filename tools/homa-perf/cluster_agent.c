@@ -2,9 +2,14 @@
  *
  * Started by `homa-perf cluster` inside a host's network namespace (not
  * meant to be run by hand).  It runs the host's echo server and, when told,
- * its share of the experiment: one client thread per other host, each
- * sending that host's RPCs of the common schedule (cluster_sched_make) at
- * their scheduled times, open loop, and recording every RPC.
+ * its share of the experiment: one client thread sending the host's RPCs of
+ * the common schedule (cluster_sched_make) to every other host at their
+ * scheduled times, open loop, and recording every RPC.  Homa: one runtime
+ * and one socket for the server and the client (cluster_homa.c).  TCP: a
+ * listening socket and connections to every host (cluster_tcp.c).  Both, by
+ * default: one thread per host runs an event loop that answers requests
+ * and drives the client (--server-threads N > 0 moves the echo server to N
+ * threads of its own: Homa's on the same socket, TCP's the server of tcp.c).
  *
  * Talks to the orchestrator in lines: on stdout it prints
  *   ready                      server listening
@@ -59,26 +64,32 @@ typedef struct agent {
     int server_threads;
     int conns;
     cluster_homa_rt_opts homa;
-    char homa_tuning[512];
+    char homa_tuning[1100];
 
     wlgen g;
     homa_runtime *rt;
+    homa_socket *sock; /* Homa: the host's one socket (server and client) */
     pt_server *srv;
     cluster_msg *sched;
     long nsched;
     cluster_rec *recs;
     atomic_ullong ok, errors;
-    atomic_int threads_done;
     pthread_mutex_t fatal_lock;
     char fatal[256];
+
+    /* The event-loop thread and the job it is given by the main thread. */
+    cluster_client *client;
+    pthread_t loop;
+    int loop_started;
+    pthread_mutex_t job_lock;
+    pthread_cond_t job_cond;
+    int job;     /* JOB_* */
+    int job_arg; /* cal: destination */
+    uint64_t start;
+    int job_rc;
 } agent;
 
-typedef struct cthread {
-    agent *a;
-    int dst;
-    uint64_t start;
-    pthread_t thread;
-} cthread;
+enum { JOB_NONE, JOB_CAL, JOB_RUN, JOB_QUIT };
 
 static void agent_fatal(agent *a, const char *fmt, const char *s1, const char *s2)
 {
@@ -92,11 +103,13 @@ static uint64_t spin_ns(const agent *a)
     return a->busy_poll_us > 0 ? (uint64_t)a->busy_poll_us * 1000 : 0;
 }
 
-static int make_client(agent *a, int dst, int conns, pt_client **out, char *err, size_t errlen)
+static int make_client(agent *a, cluster_client **out, char *err, size_t errlen)
 {
+    int inline_server = a->server_threads == 0;
     if (a->proto == PERF_TCP)
-        return tcp_client_create(&a->peers[dst], conns, spin_ns(a), out, err, errlen);
-    return cluster_homa_client(a->rt, &a->peers[dst], out, err, errlen);
+        return cluster_tcp_client(a->peers, a->hosts, a->host, a->conns, spin_ns(a),
+                                  inline_server ? a->port : 0, out, err, errlen);
+    return cluster_homa_client(a->sock, a->peers, a->hosts, inline_server, out, err, errlen);
 }
 
 /* ---- Calibration -------------------------------------------------------- */
@@ -109,8 +122,8 @@ static int calibrate(agent *a, int dst)
     wlgen_make_buckets(&a->g, r);
     wlgen_cal_sizes(&a->g, r);
     char err[256] = "";
-    pt_client *c;
-    if (make_client(a, dst, 1, &c, err, sizeof(err)) < 0) {
+    cluster_client *c = a->client;
+    if (c->ops->start(c, err, sizeof(err)) < 0) {
         printf("error calibration client: %s\n", err);
         perf_result_free(r);
         free(r);
@@ -126,7 +139,7 @@ static int calibrate(agent *a, int dst)
         uint64_t t_end = perf_now_ns() + CAL_TIME_NS;
         while (samples < CAL_MIN_SAMPLES || (samples < CAL_MAX_SAMPLES && perf_now_ns() < t_end)) {
             uint64_t t0 = perf_now_ns();
-            int s = c->ops->send(c, 0, 0, buf, size);
+            int s = c->ops->send(c, dst, 0, buf, size);
             int got = s < 0 ? s : c->ops->poll(c, t0 + 5000000000ull, comp, 4);
             uint64_t t1 = perf_now_ns();
             if (got <= 0 || comp[0].error || comp[0].len != size) {
@@ -146,7 +159,6 @@ static int calibrate(agent *a, int dst)
                    (unsigned long long)samples);
     }
     free(buf);
-    c->ops->destroy(c);
     perf_result_free(r);
     free(r);
     if (rc == 0) printf("cal-done\n");
@@ -156,59 +168,39 @@ static int calibrate(agent *a, int dst)
 
 /* ---- The run ------------------------------------------------------------ */
 
-static void sleep_until(uint64_t t)
+/* The host's client: every RPC of the schedule, to every destination, open
+ * loop (sent at its scheduled time whatever is still in flight). */
+static void client_loop(agent *a, uint64_t start)
 {
-    struct timespec ts = {(time_t)(t / 1000000000ull), (long)(t % 1000000000ull)};
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
-    }
-}
-
-static void *client_main(void *arg)
-{
-    cthread *t = arg;
-    agent *a = t->a;
-    prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
-    /* This thread's entries of the schedule, in time order. */
-    long k = 0;
-    for (long i = 0; i < a->nsched; i++)
-        if (a->sched[i].dst == t->dst) k++;
-    long next = 0;
-    long *idx = malloc((size_t)(k ? k : 1) * sizeof(long));
+    long k = a->nsched, next = 0, inflight = 0;
     uint8_t *buf = malloc(a->g.max_size ? a->g.max_size : 1);
-    pt_client *c = NULL;
+    cluster_client *c = a->client;
     char err[256] = "";
-    if (!idx || !buf) {
+    if (!buf) {
         agent_fatal(a, "%s%s", "out of memory", "");
         goto out;
     }
-    k = 0;
-    for (long i = 0; i < a->nsched; i++)
-        if (a->sched[i].dst == t->dst) idx[k++] = i;
     memset(buf, 0x5a, a->g.max_size);
-    if (make_client(a, t->dst, a->conns, &c, err, sizeof(err)) < 0) {
+    if (c->ops->start(c, err, sizeof(err)) < 0) {
         agent_fatal(a, "client: %s%s", err, "");
-        c = NULL;
         goto out;
     }
-    uint64_t start = t->start;
     uint64_t end = start + (uint64_t)((a->warmup + a->seconds) * 1e9);
     uint64_t drain_end = end + (uint64_t)(a->drain * 1e9);
-    sleep_until(start);
     pt_completion comp[POLL_BATCH];
-    long inflight = 0;
+    /* Until the start: serve (a client made to serve answers requests). */
+    while (perf_now_ns() < start)
+        if (c->ops->poll(c, start, comp, POLL_BATCH) < 0) break;
     for (;;) {
         uint64_t now = perf_now_ns();
-        while (next < k && now >= start + a->sched[idx[next]].t_ns) {
-            long i = idx[next++];
+        while (next < k && now >= start + a->sched[next].t_ns) {
+            long i = next++;
             const cluster_msg *m = &a->sched[i];
             cluster_rec *r = &a->recs[i];
             uint64_t seq = ((uint64_t)a->host << 40) | (uint64_t)i;
             if (a->verify) pattern_fill(buf, m->size, seq);
-            r->sched_ns = m->t_ns;
-            r->size = m->size;
-            r->dst = m->dst;
             r->send_ns = perf_now_ns() - start;
-            int rc = c->ops->send(c, -1, (uint64_t)i, buf, m->size);
+            int rc = c->ops->send(c, m->dst, (uint64_t)i, buf, m->size);
             if (rc < 0 && a->proto == PERF_HOMA && (rc == HOMA_ERR_LIMIT || rc == HOMA_ERR_NOMEM)) {
                 r->status = CREC_REFUSED;
                 r->err = rc;
@@ -226,7 +218,7 @@ static void *client_main(void *arg)
             now = perf_now_ns();
         }
         if (next == k && (inflight == 0 || now >= drain_end)) break;
-        uint64_t deadline = next < k ? start + a->sched[idx[next]].t_ns : drain_end;
+        uint64_t deadline = next < k ? start + a->sched[next].t_ns : drain_end;
         int got = c->ops->poll(c, deadline, comp, POLL_BATCH);
         now = perf_now_ns();
         if (got < 0) {
@@ -235,8 +227,7 @@ static void *client_main(void *arg)
         }
         for (int j = 0; j < got; j++) {
             long i = (long)comp[j].cookie;
-            if (i < 0 || i >= a->nsched || a->sched[i].dst != t->dst ||
-                a->recs[i].status != CREC_UNFINISHED || a->recs[i].done_ns) {
+            if (i < 0 || i >= next || a->recs[i].status != CREC_UNFINISHED || a->recs[i].done_ns) {
                 agent_fatal(a, "response with unknown cookie%s%s", "", "");
                 goto out;
             }
@@ -260,20 +251,79 @@ static void *client_main(void *arg)
         }
     }
 out:
-    /* Entries never reached (after a fatal error) stay unsent: mark them. */
-    for (long n = next; idx && n < k; n++) {
-        cluster_rec *r = &a->recs[idx[n]];
-        r->sched_ns = a->sched[idx[n]].t_ns;
-        r->size = a->sched[idx[n]].size;
-        r->dst = a->sched[idx[n]].dst;
-        r->status = CREC_FAILED;
-        r->err = -ECANCELED;
+    /* Entries never sent (after a fatal error): failed. */
+    for (long n = next; n < k; n++) {
+        a->recs[n].status = CREC_FAILED;
+        a->recs[n].err = -ECANCELED;
     }
-    if (c) c->ops->destroy(c);
-    free(idx);
     free(buf);
-    atomic_fetch_add(&a->threads_done, 1);
+}
+
+/* The event loop: serves (when the server is inline) and runs the jobs the
+ * main thread posts. */
+static void *loop_main(void *arg)
+{
+    agent *a = arg;
+    prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+    pt_completion comp[POLL_BATCH];
+    for (;;) {
+        pthread_mutex_lock(&a->job_lock);
+        int job = a->job;
+        pthread_mutex_unlock(&a->job_lock);
+        if (job == JOB_QUIT) break;
+        if (job == JOB_NONE) {
+            /* Idle: serve for a while, then look for a job again. */
+            if (a->client->ops->poll(a->client, perf_now_ns() + 20000000ull, comp, POLL_BATCH) < 0)
+                usleep(20000);
+            continue;
+        }
+        int rc = 0;
+        if (job == JOB_CAL)
+            rc = calibrate(a, a->job_arg);
+        else
+            client_loop(a, a->start);
+        pthread_mutex_lock(&a->job_lock);
+        a->job_rc = rc;
+        a->job = JOB_NONE;
+        pthread_cond_broadcast(&a->job_cond);
+        pthread_mutex_unlock(&a->job_lock);
+    }
     return NULL;
+}
+
+static void post_job(agent *a, int job, int arg)
+{
+    pthread_mutex_lock(&a->job_lock);
+    a->job = job;
+    a->job_arg = arg;
+    pthread_mutex_unlock(&a->job_lock);
+}
+
+/* Waits for the job to end; with progress, prints a line every 0.5 s. */
+static int wait_job(agent *a, int progress)
+{
+    uint64_t last = perf_now_ns();
+    pthread_mutex_lock(&a->job_lock);
+    while (a->job != JOB_NONE) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 100000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&a->job_cond, &a->job_lock, &ts);
+        uint64_t now = perf_now_ns();
+        if (progress && now - last >= 500000000ull) {
+            last = now;
+            printf("progress %llu %llu\n", (unsigned long long)atomic_load(&a->ok),
+                   (unsigned long long)atomic_load(&a->errors));
+            fflush(stdout);
+        }
+    }
+    int rc = a->job_rc;
+    pthread_mutex_unlock(&a->job_lock);
+    return rc;
 }
 
 static int write_records(agent *a)
@@ -303,35 +353,16 @@ static int run(agent *a, uint64_t start)
         printf("error out of memory\n");
         return -1;
     }
+    for (long i = 0; i < a->nsched; i++) {
+        a->recs[i].sched_ns = a->sched[i].t_ns;
+        a->recs[i].size = a->sched[i].size;
+        a->recs[i].dst = a->sched[i].dst;
+    }
     atomic_store(&a->ok, 0);
     atomic_store(&a->errors, 0);
-    atomic_store(&a->threads_done, 0);
-    cthread t[CLUSTER_MAX_HOSTS];
-    int nt = 0;
-    for (int d = 0; d < a->hosts; d++) {
-        if (d == a->host) continue;
-        t[nt].a = a;
-        t[nt].dst = d;
-        t[nt].start = start;
-        if (pthread_create(&t[nt].thread, NULL, client_main, &t[nt]) != 0) {
-            agent_fatal(a, "cannot start client threads%s%s", "", "");
-            break;
-        }
-        nt++;
-    }
-    while (atomic_load(&a->threads_done) < nt) {
-        usleep(100000);
-        static uint64_t last;
-        uint64_t now = perf_now_ns();
-        if (now - last >= 500000000ull) {
-            last = now;
-            printf("progress %llu %llu\n", (unsigned long long)atomic_load(&a->ok),
-                   (unsigned long long)atomic_load(&a->errors));
-            fflush(stdout);
-        }
-    }
-    for (int i = 0; i < nt; i++)
-        pthread_join(t[i].thread, NULL);
+    a->start = start;
+    post_job(a, JOB_RUN, 0);
+    wait_job(a, 1);
     if (a->fatal[0]) {
         printf("error %s\n", a->fatal);
         return -1;
@@ -448,7 +479,7 @@ static int agent_parse(int argc, char **argv, agent *a, char *err, size_t errlen
     a->seconds = 5;
     a->drain = 5;
     a->busy_poll_us = -1;
-    a->server_threads = 1;
+    a->server_threads = 0;
     a->conns = PERF_DEFAULT_CONNS;
     a->homa.mtu = 1500;
     a->homa.busy_poll_us = -1;
@@ -548,6 +579,8 @@ int cluster_agent_main(int argc, char **argv)
     agent *a = calloc(1, sizeof(*a));
     if (!a) return 1;
     pthread_mutex_init(&a->fatal_lock, NULL);
+    pthread_mutex_init(&a->job_lock, NULL);
+    pthread_cond_init(&a->job_cond, NULL);
     char err[256] = "";
     int status = 1;
     if (agent_parse(argc, argv, a, err, sizeof(err)) < 0) {
@@ -563,15 +596,33 @@ int cluster_agent_main(int argc, char **argv)
     int rc;
     if (a->proto == PERF_HOMA) {
         rc = cluster_homa_runtime(&a->homa, &a->rt, err, sizeof(err));
-        if (rc == 0)
-            rc = cluster_homa_server(a->rt, a->port, a->server_threads, &a->srv, err, sizeof(err));
-    } else {
+        if (rc == 0) {
+            rc = homa_socket_open(a->rt, a->port, &a->sock);
+            if (rc < 0)
+                snprintf(err, sizeof(err), "homa socket on port %u: %s", a->port,
+                         homa_strerror(rc));
+        }
+        if (rc == 0 && a->server_threads > 0)
+            rc = cluster_homa_server(a->sock, a->server_threads, &a->srv, err, sizeof(err));
+    } else if (a->server_threads > 0) {
         rc = tcp_server_start(a->port, a->server_threads, spin_ns(a), &a->srv, err, sizeof(err));
+    } else {
+        rc = 0; /* the client's event loop listens (make_client) */
     }
     if (rc < 0) {
         printf("error server: %s\n", err[0] ? err : "cannot start");
         goto out;
     }
+    rc = make_client(a, &a->client, err, sizeof(err));
+    if (rc < 0) {
+        printf("error client: %s\n", err[0] ? err : "cannot create");
+        goto out;
+    }
+    if (pthread_create(&a->loop, NULL, loop_main, a) != 0) {
+        printf("error cannot start the event loop thread\n");
+        goto out;
+    }
+    a->loop_started = 1;
     printf("ready\n");
     fflush(stdout);
     char line[256];
@@ -580,7 +631,13 @@ int cluster_agent_main(int argc, char **argv)
         int dst;
         unsigned long long start;
         if (sscanf(line, "cal %d", &dst) == 1) {
-            if (dst < 0 || dst >= a->hosts || calibrate(a, dst) < 0) {
+            if (dst < 0 || dst >= a->hosts || dst == a->host) {
+                printf("error bad calibration host\n");
+                status = 1;
+                break;
+            }
+            post_job(a, JOB_CAL, dst);
+            if (wait_job(a, 0) < 0) {
                 status = 1;
                 break;
             }
@@ -599,12 +656,20 @@ int cluster_agent_main(int argc, char **argv)
     print_counters(a);
 out:
     fflush(stdout);
+    if (a->loop_started) {
+        post_job(a, JOB_QUIT, 0);
+        pthread_join(a->loop, NULL);
+    }
+    if (a->client) a->client->ops->destroy(a->client);
     if (a->srv) a->srv->ops->stop(a->srv);
+    if (a->sock) homa_socket_close(a->sock);
     if (a->rt) homa_runtime_destroy(a->rt);
     wlgen_close(&a->g);
     free(a->sched);
     free(a->recs);
     pthread_mutex_destroy(&a->fatal_lock);
+    pthread_mutex_destroy(&a->job_lock);
+    pthread_cond_destroy(&a->job_cond);
     free(a);
     return status;
 }

@@ -25,7 +25,7 @@
 int cluster_homa_apply(const char *spec, homa_config *cfg, char *err, size_t errlen)
 {
     if (!spec || !*spec) return 0;
-    char buf[512];
+    char buf[1100];
     snprintf(buf, sizeof(buf), "%s", spec);
     char *save = NULL;
     for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
@@ -109,18 +109,21 @@ int cluster_homa_runtime(const cluster_homa_rt_opts *o, homa_runtime **out, char
 /* ---- Client ---------------------------------------------------------- */
 
 typedef struct chclient {
-    pt_client base;
+    cluster_client base;
     homa_socket *sock;
-    homa_endpoint dst;
+    int serve;
+    int npeers;
+    homa_endpoint dst[CLUSTER_MAX_HOSTS];
     homa_msg held[HELD_MAX]; /* returned by the last poll, released by the next */
     int nheld;
 } chclient;
 
-static int chclient_send(pt_client *base, int slot, uint64_t cookie, const void *buf, size_t len)
+static int chclient_send(cluster_client *base, int dst, uint64_t cookie, const void *buf,
+                         size_t len)
 {
-    (void)slot;
     chclient *c = (chclient *)base;
-    return homa_send(c->sock, &c->dst, buf, len, cookie, NULL);
+    if (dst < 0 || dst >= c->npeers) return HOMA_ERR_INVAL;
+    return homa_send(c->sock, &c->dst[dst], buf, len, cookie, NULL);
 }
 
 static void chclient_release(chclient *c)
@@ -130,7 +133,7 @@ static void chclient_release(chclient *c)
     c->nheld = 0;
 }
 
-static int chclient_poll(pt_client *base, uint64_t deadline, pt_completion *out, int max)
+static int chclient_poll(cluster_client *base, uint64_t deadline, pt_completion *out, int max)
 {
     chclient *c = (chclient *)base;
     chclient_release(c);
@@ -145,7 +148,13 @@ static int chclient_poll(pt_client *base, uint64_t deadline, pt_completion *out,
         }
         homa_msg *m = &c->held[c->nheld];
         memset(m, 0, sizeof(*m));
-        int rc = homa_recv(c->sock, HOMA_RECV_RESPONSE, 0, timeout, m);
+        int rc = homa_recv(c->sock, c->serve ? HOMA_RECV_ANY : HOMA_RECV_RESPONSE, 0, timeout, m);
+        if (rc == 0 && m->is_request) {
+            /* Serving: echo the request, then keep waiting. */
+            homa_reply_msg(c->sock, m, m->data, m->length);
+            homa_release(c->sock, m);
+            continue;
+        }
         if (rc == 0) {
             c->nheld++;
             out[n].cookie = m->cookie;
@@ -168,32 +177,47 @@ static int chclient_poll(pt_client *base, uint64_t deadline, pt_completion *out,
     return n;
 }
 
-static void chclient_destroy(pt_client *base)
+static void chclient_destroy(cluster_client *base)
 {
     chclient *c = (chclient *)base;
     chclient_release(c);
-    homa_socket_close(c->sock);
     free(c);
 }
 
-static const pt_client_ops chclient_ops = {
+static int chclient_start(cluster_client *base, char *err, size_t errlen)
+{
+    (void)base;
+    (void)err;
+    (void)errlen;
+    return 0;
+}
+
+static const cluster_client_ops chclient_ops = {
+    .start = chclient_start,
     .send = chclient_send,
     .poll = chclient_poll,
     .destroy = chclient_destroy,
 };
 
-int cluster_homa_client(homa_runtime *rt, const perf_addr *addr, pt_client **out, char *err,
-                        size_t errlen)
+int cluster_homa_client(homa_socket *sock, const perf_addr *peers, int npeers, int serve,
+                        cluster_client **out, char *err, size_t errlen)
 {
+    if (npeers > CLUSTER_MAX_HOSTS) return HOMA_ERR_INVAL;
     chclient *c = calloc(1, sizeof(*c));
-    if (!c) return -ENOMEM;
+    if (!c) return HOMA_ERR_NOMEM;
     c->base.ops = &chclient_ops;
-    int rc = homa_endpoint_from_sockaddr((const struct sockaddr *)&addr->ss, addr->len, &c->dst);
-    if (rc == 0) rc = homa_socket_open(rt, 0, &c->sock);
-    if (rc < 0) {
-        snprintf(err, errlen, "homa client for %s: %s", addr->host, homa_strerror(rc));
-        free(c);
-        return rc;
+    c->sock = sock;
+    c->serve = serve;
+    c->npeers = npeers;
+    for (int i = 0; i < npeers; i++) {
+        int rc = homa_endpoint_from_sockaddr((const struct sockaddr *)&peers[i].ss, peers[i].len,
+                                             &c->dst[i]);
+        if (rc < 0) {
+            snprintf(err, errlen, "homa client: bad address %s: %s", peers[i].host,
+                     homa_strerror(rc));
+            free(c);
+            return rc;
+        }
     }
     *out = &c->base;
     return 0;
@@ -235,7 +259,6 @@ static void chserver_stop(pt_server *base)
     atomic_store(&s->stop, 1);
     for (int i = 0; i < s->nthreads; i++)
         pthread_join(s->threads[i], NULL);
-    if (s->sock) homa_socket_close(s->sock);
     free(s);
 }
 
@@ -244,21 +267,14 @@ static const pt_server_ops chserver_ops = {
     .stop = chserver_stop,
 };
 
-int cluster_homa_server(homa_runtime *rt, uint16_t port, int threads, pt_server **out, char *err,
-                        size_t errlen)
+int cluster_homa_server(homa_socket *sock, int threads, pt_server **out, char *err, size_t errlen)
 {
     if (threads < 1) threads = 1;
     if (threads > 64) threads = 64;
     chserver *s = calloc(1, sizeof(*s));
     if (!s) return -ENOMEM;
     s->base.ops = &chserver_ops;
-    int rc = homa_socket_open(rt, port, &s->sock);
-    if (rc < 0) {
-        snprintf(err, errlen, "homa server on port %u: %s", port, homa_strerror(rc));
-        s->sock = NULL;
-        chserver_stop(&s->base);
-        return rc;
-    }
+    s->sock = sock;
     for (int i = 0; i < threads; i++) {
         if (pthread_create(&s->threads[i], NULL, chserver_main, s) != 0) {
             snprintf(err, errlen, "homa server: cannot start thread %d", i);

@@ -61,6 +61,7 @@ typedef struct copts {
     const char *homa_config;
     int homa_gso;
     int no_pacer;
+    double pacer_fraction;
     const char *keep_dir;
     const char *data_dir;
     int capture_cutoffs;
@@ -82,9 +83,10 @@ static const char cluster_usage_text[] =
     "  --seconds S         measured time per protocol (default 10)\n"
     "  --json OUT          write the results as JSON to OUT\n"
     "  --plot OUT.png      draw slowdown vs message length (both protocols)\n"
-    "  --link-gbps G       link rate in Gbit/s (default 1)\n"
+    "  --link-gbps G|auto  link rate in Gbit/s; auto (default): 0.1 per CPU, at most 1\n"
     "  --queue PKTS        switch packets per priority queue per port (default 64)\n"
-    "  --host-queues Q     host NIC queue: fifo or prio (default fifo)\n"
+    "  --host-queues Q     host NIC queue: prio (default; 8 priority queues like the\n"
+    "                      switch) or fifo\n"
     "  --cluster NAME      use the existing cluster NAME (homa-cluster up --name NAME)\n"
     "                      instead of creating one; it is left up\n"
     "  --protos LIST       homa,tcp (default), homa or tcp\n"
@@ -94,16 +96,23 @@ static const char cluster_usage_text[] =
     "  --max-size BYTES    clamp longer messages (default 1000000, 0 = none)\n"
     "  --verify            check every response byte (pattern payloads)\n"
     "  --busy-poll US      spin before sleeping, both protocols (default 0)\n"
-    "  --server-threads N  server threads per host (default 1)\n"
-    "  --conns N           TCP connections per client thread (default 4)\n"
-    "  --homa-config SPEC  engine settings, e.g. unsched_bytes=20000,max_incoming=100000\n"
+    "  --server-threads N  0 (default): each host's one event-loop thread answers\n"
+    "                      requests and drives the client; N > 0: N server threads\n"
+    "  --conns N           TCP connections from each host to each other host (default 4)\n"
+    "  --homa-config SPEC  engine settings on top of the defaults scaled to the link\n"
+    "                      (unsched_bytes = grant_window = one 50 us round trip, at least\n"
+    "                      2 packets; max_incoming = 8 of them), e.g. max_overcommit=4\n"
     "                      (keys: unsched_bytes grant_window max_incoming max_overcommit\n"
     "                      grant_fifo_permille num_priorities adaptive_cutoffs\n"
     "                      cutoff_update_msgs resend_ticks resend_interval timeout_ticks\n"
     "                      tick_us max_nic_queue_ns pacer_bypass_bytes gap_resend_ticks)\n"
     "  --homa-gso          let Homa use UDP GSO (default off: the host NIC queue would\n"
     "                      hold 64 KB bursts)\n"
-    "  --no-pacer          Homa without its pacer (link_bps 0)\n"
+    "  --pacer             run Homa's pacer (default off: in this runtime it costs about\n"
+    "                      3x the CPU time; the host NICs' priority queues stand in)\n"
+    "  --no-pacer          Homa without its pacer (the default)\n"
+    "  --pacer-fraction F  with --pacer: pacer rate / link rate (default 0.95: the engine counts\n"
+    "                      Homa header + payload, not UDP/IP/Ethernet headers)\n"
     "  --no-cutoffs        do not capture CUTOFFS packets (needs tcpdump)\n"
     "  --keep DIR          keep agents' logs and per-message records in DIR\n"
     "  --data-dir DIR      where to find workloads/<name>.cdf\n"
@@ -133,6 +142,8 @@ enum {
     C_HOMACFG,
     C_HOMAGSO,
     C_NOPACER,
+    C_PACER,
+    C_PACERFRAC,
     C_NOCUT,
     C_KEEP,
     C_DATADIR,
@@ -162,6 +173,8 @@ static const struct option cluster_opts[] = {
     {"homa-config", required_argument, NULL, C_HOMACFG},
     {"homa-gso", no_argument, NULL, C_HOMAGSO},
     {"no-pacer", no_argument, NULL, C_NOPACER},
+    {"pacer", no_argument, NULL, C_PACER},
+    {"pacer-fraction", required_argument, NULL, C_PACERFRAC},
     {"no-cutoffs", no_argument, NULL, C_NOCUT},
     {"keep", required_argument, NULL, C_KEEP},
     {"data-dir", required_argument, NULL, C_DATADIR},
@@ -194,9 +207,9 @@ static int parse_cluster_args(int argc, char **argv, copts *o)
     o->load = 0.8;
     o->hosts = 4;
     o->seconds = 10;
-    o->link_gbps = 1;
+    o->link_gbps = 0; /* auto: cluster_auto_gbps() */
     o->queue = 64;
-    o->host_queues = "fifo";
+    o->host_queues = "prio";
     o->protos[0] = PERF_HOMA;
     o->protos[1] = PERF_TCP;
     o->nprotos = 2;
@@ -205,9 +218,11 @@ static int parse_cluster_args(int argc, char **argv, copts *o)
     o->drain = 10;
     o->max_size = PERF_MAX_MESSAGE;
     o->busy_poll_us = 0;
-    o->server_threads = 1;
+    o->server_threads = 0;
     o->conns = PERF_DEFAULT_CONNS;
     o->capture_cutoffs = 1;
+    o->pacer_fraction = 0.95;
+    o->no_pacer = 1;
     optind = 2;
     int ch;
     double v;
@@ -236,8 +251,10 @@ static int parse_cluster_args(int argc, char **argv, copts *o)
             o->plot_path = optarg;
             break;
         case C_LINK:
-            if (num_arg(optarg, 0.001, 100, &o->link_gbps) < 0)
-                return usage_error("bad --link-gbps '%s'", optarg);
+            if (strcmp(optarg, "auto") == 0)
+                o->link_gbps = 0;
+            else if (num_arg(optarg, 0.001, 100, &o->link_gbps) < 0)
+                return usage_error("bad --link-gbps '%s' (Gbit/s or auto)", optarg);
             break;
         case C_QUEUE:
             if (num_arg(optarg, 1, 100000, &v) < 0 || v != floor(v))
@@ -292,8 +309,8 @@ static int parse_cluster_args(int argc, char **argv, copts *o)
             o->busy_poll_us = (int)v;
             break;
         case C_SRVTHREADS:
-            if (num_arg(optarg, 1, 64, &v) < 0 || v != floor(v))
-                return usage_error("bad --server-threads '%s' (1..64)", optarg);
+            if (num_arg(optarg, 0, 64, &v) < 0 || v != floor(v))
+                return usage_error("bad --server-threads '%s' (0..64)", optarg);
             o->server_threads = (int)v;
             break;
         case C_CONNS:
@@ -316,6 +333,13 @@ static int parse_cluster_args(int argc, char **argv, copts *o)
             break;
         case C_NOPACER:
             o->no_pacer = 1;
+            break;
+        case C_PACER:
+            o->no_pacer = 0;
+            break;
+        case C_PACERFRAC:
+            if (num_arg(optarg, 0.1, 2, &o->pacer_fraction) < 0)
+                return usage_error("bad --pacer-fraction '%s' (0.1..2)", optarg);
             break;
         case C_NOCUT:
             o->capture_cutoffs = 0;
@@ -452,6 +476,9 @@ typedef struct cinfo {
 } cinfo;
 
 static cinfo g_cluster;
+/* Homa engine settings passed to the agents: the defaults scaled to the
+ * link (homa_scaled_config), then --homa-config. */
+static char g_homa_spec[1100];
 static char g_tmpdir[512];
 static const char *g_keep_dir;
 
@@ -554,6 +581,18 @@ static int read_cluster_conf(const char *name, cinfo *c, char *err, size_t errle
     return 0;
 }
 
+/* The default link rate: what this machine can carry.  Every packet costs
+ * the kernel (veth, bridge, two shapers) and, for Homa, the user-space
+ * runtime some 10-15 us of CPU; W4 at 80 % load on 4 hosts kept up on 2
+ * cores at 150-250 Mbit/s but not at 500 Mbit/s or 1 Gbit/s (docs/cluster.md).
+ * So: 100 Mbit/s per CPU, at most 1 Gbit/s. */
+static double cluster_auto_gbps(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    double g = 0.1 * (double)(n > 0 ? n : 1);
+    return g > 1.0 ? 1.0 : g;
+}
+
 static int cluster_setup(const copts *o, char *err, size_t errlen)
 {
     cinfo *c = &g_cluster;
@@ -578,7 +617,8 @@ static int cluster_setup(const copts *o, char *err, size_t errlen)
     }
     snprintf(c->name, sizeof(c->name), "hp%d", (int)(getpid() % 1000000));
     c->hosts = o->hosts;
-    c->rate_bps = (uint64_t)llround(o->link_gbps * 1e9);
+    double gbps = o->link_gbps > 0 ? o->link_gbps : cluster_auto_gbps();
+    c->rate_bps = (uint64_t)llround(gbps * 1e9);
     snprintf(c->subnet, sizeof(c->subnet), "10.77.0");
     c->mtu = 1500;
     c->queue = o->queue;
@@ -593,7 +633,7 @@ static int cluster_setup(const copts *o, char *err, size_t errlen)
                     "--host-queues", hq,       "--subnet", c->subnet, NULL};
     printf("[cluster] setting up %s: %d hosts, %.3g Gbit/s links, 8 priority queues x %d packets "
            "per switch port\n",
-           c->name, o->hosts, o->link_gbps, o->queue);
+           c->name, o->hosts, gbps, o->queue);
     fflush(stdout);
     c->created = 1; /* from now on, always try to tear down */
     int rc = run_cmd(argv, 0);
@@ -1008,8 +1048,10 @@ typedef struct presult {
     int ncal;
     double user_s, sys_s, wall_s;
     double machine_busy, machine_softirq; /* fractions of all CPUs during the run */
+    double loadavg_before;                /* 1-minute load average when the run started */
     int ncpus;
     qstats q;
+    cluster_qstats qs; /* sampled queue lengths during the measured window */
     counter_kv counters[MAX_COUNTERS];
     int ncounters;
     cutoffs_seen cut[CLUSTER_MAX_HOSTS];
@@ -1089,6 +1131,17 @@ typedef struct cpu_snap {
     unsigned long long busy, softirq, total;
 } cpu_snap;
 
+static double loadavg1(void)
+{
+    double v = NAN;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &v) != 1) v = NAN;
+        fclose(f);
+    }
+    return v;
+}
+
 static void cpu_read(cpu_snap *s)
 {
     memset(s, 0, sizeof(*s));
@@ -1106,10 +1159,39 @@ static void cpu_read(cpu_snap *s)
 
 /* ---- One protocol ----------------------------------------------------------------- */
 
+/* Homa's window sizes follow the link: the defaults of the Linux module
+ * (40 KB unscheduled, 400 KB in flight) are round trips of 10-25 Gbit/s
+ * links.  Here one round trip is taken as 50 us (a user-space RPC on the
+ * idle cluster takes 15-25 us; under load the software adds as much again),
+ * rounded up to whole packets, at least two: unscheduled bytes and the
+ * per-message grant window are one such round trip, max_incoming is
+ * max_overcommit (8) of them, which also keeps what a receiver invites
+ * within the switch's queues.
+ *
+ * timeout_ticks is raised to 1,000 (1 s) as a workaround: the engine
+ * counts a client RPC as silent while its own request is still queued
+ * behind shorter messages in its own sender (SRPT) or pacer, and after
+ * timeout_ticks declares the server's whole host dead (docs/cluster.md). */
+static void homa_scaled_config(const copts *o)
+{
+    uint32_t payload = g_cluster.mtu - 84;
+    double rtt_bytes = (double)g_cluster.rate_bps / 8.0 * 50e-6;
+    uint32_t pkts = (uint32_t)ceil(rtt_bytes / payload);
+    if (pkts < 2) pkts = 2;
+    uint32_t rtt = pkts * payload;
+    fmt(g_homa_spec, sizeof(g_homa_spec),
+        "unsched_bytes=%u,grant_window=%u,max_incoming=%u,timeout_ticks=1000%s%s", rtt, rtt,
+        8 * rtt, o->homa_config ? "," : "", o->homa_config ? o->homa_config : "");
+}
+
 typedef struct tick_ctx {
     const char *proto;
     uint64_t start, end;
     double total_s;
+    uint64_t measure_start; /* the queue monitor runs from here to `end` */
+    cluster_qmon *qmon;
+    int qmon_tried;
+    int hosts;
 } tick_ctx;
 
 static void progress_tick(run_state *rs, void *arg)
@@ -1121,6 +1203,11 @@ static void progress_tick(run_state *rs, void *arg)
         errs += rs->a[i].errors;
     }
     uint64_t now = now_ns();
+    if (!t->qmon_tried && now >= t->measure_start && now < t->end) {
+        t->qmon_tried = 1;
+        t->qmon = cluster_qmon_start(g_cluster.name, t->hosts, 2000000ull);
+    }
+    if (t->qmon && now >= t->end) cluster_qmon_stop(t->qmon);
     double el = now > t->start ? (double)(now - t->start) / 1e9 : 0;
     if (now < t->start)
         printf("[%s] starting...\n", t->proto);
@@ -1168,12 +1255,19 @@ static int run_protocol(const copts *o, int proto, presult *p)
     snprintf(st, sizeof(st), "%d", o->server_threads);
     snprintf(conns, sizeof(conns), "%d", o->conns);
     snprintf(link, sizeof(link), "%llu",
-             o->no_pacer ? 0ull : (unsigned long long)g_cluster.rate_bps);
+             o->no_pacer
+                 ? 0ull
+                 : (unsigned long long)llround((double)g_cluster.rate_bps * o->pacer_fraction));
     snprintf(mtu, sizeof(mtu), "%u", g_cluster.mtu);
     snprintf(port, sizeof(port), "%d", AGENT_PORT);
 
     qstats before;
     read_qstats(&before, o->hosts);
+    p->loadavg_before = loadavg1();
+    if (p->loadavg_before > 0.5)
+        printf("[%s] note: the machine is already busy (load average %.2f): other processes "
+               "compete with the emulated cluster for the CPUs\n",
+               pname, p->loadavg_before);
     char err[300] = "";
     int rc = 0;
     printf("[%s] starting an agent in each of %d hosts\n", pname, o->hosts);
@@ -1231,9 +1325,9 @@ static int run_protocol(const copts *o, int proto, presult *p)
         argv[k++] = mtu;
         if (o->verify) argv[k++] = "--verify";
         if (o->homa_gso) argv[k++] = "--homa-gso";
-        if (o->homa_config) {
+        if (g_homa_spec[0]) {
             argv[k++] = "--homa-config";
-            argv[k++] = (char *)o->homa_config;
+            argv[k++] = g_homa_spec;
         }
         if (o->data_dir) {
             argv[k++] = "--data-dir";
@@ -1251,6 +1345,14 @@ static int run_protocol(const copts *o, int proto, presult *p)
     if (rc == 0)
         rc = wait_agents(rs, -1, pred_ready, now_ns() + 20000000000ull, NULL, NULL, err,
                          sizeof(err));
+    pid_t cap = -1;
+    char capfile[PATH_MAX];
+    fmt(capfile, sizeof(capfile), "%s/cutoffs.pcap", g_tmpdir);
+    if (rc == 0 && proto == PERF_HOMA && o->capture_cutoffs && tool_exists("tcpdump")) {
+        cap = start_capture(capfile);
+        p->capture_tried = cap > 0;
+        usleep(500000); /* let tcpdump attach */
+    }
     /* Calibration: host 0 -> host 1, one RPC at a time, idle cluster. */
     if (rc == 0) {
         printf("[%s] measuring best-case RTTs on the idle cluster (host 0 -> host 1)\n", pname);
@@ -1260,14 +1362,6 @@ static int run_protocol(const copts *o, int proto, presult *p)
         memcpy(p->cal, rs->cal, sizeof(p->cal));
         p->ncal = rs->ncal;
     }
-    pid_t cap = -1;
-    char capfile[PATH_MAX];
-    fmt(capfile, sizeof(capfile), "%s/cutoffs.pcap", g_tmpdir);
-    if (rc == 0 && proto == PERF_HOMA && o->capture_cutoffs && tool_exists("tcpdump")) {
-        cap = start_capture(capfile);
-        p->capture_tried = cap > 0;
-        usleep(500000); /* let tcpdump attach */
-    }
     cpu_snap c0, c1;
     uint64_t t_run0 = now_ns();
     if (rc == 0) {
@@ -1276,8 +1370,14 @@ static int run_protocol(const copts *o, int proto, presult *p)
         snprintf(cmd, sizeof(cmd), "run %llu\n", (unsigned long long)start);
         for (int i = 0; i < rs->n; i++)
             agent_send(&rs->a[i], cmd);
-        tick_ctx t = {pname, start, start + (uint64_t)((o->warmup + o->seconds) * 1e9),
-                      o->warmup + o->seconds};
+        tick_ctx t = {pname,
+                      start,
+                      start + (uint64_t)((o->warmup + o->seconds) * 1e9),
+                      o->warmup + o->seconds,
+                      start + (uint64_t)(o->warmup * 1e9),
+                      NULL,
+                      0,
+                      o->hosts};
         printf("[%s] running: %.1f s warmup + %.1f s measured, %s at %.0f%% load\n", pname,
                o->warmup, o->seconds, o->workload, o->load * 100);
         fflush(stdout);
@@ -1286,6 +1386,11 @@ static int run_protocol(const copts *o, int proto, presult *p)
         uint64_t deadline = t.end + (uint64_t)((o->drain + 60) * 1e9);
         rc = wait_agents(rs, -1, pred_done, deadline, progress_tick, &t, err, sizeof(err));
         cpu_read(&c1);
+        if (t.qmon) {
+            cluster_qmon_stop(t.qmon);
+            cluster_qmon_result(t.qmon, &p->qs);
+            cluster_qmon_free(t.qmon);
+        }
         p->wall_s = (double)(now_ns() - t_run0) / 1e9;
         if (c1.total > c0.total) {
             p->machine_busy = (double)(c1.busy - c0.busy) / (double)(c1.total - c0.total);
@@ -1517,6 +1622,7 @@ static void json_proto(json_writer *j, const char *key, const presult *p, const 
              p->wall_s > 0 ? 100 * (p->user_s + p->sys_s) / (p->wall_s * p->ncpus) : NAN);
     json_num(j, "machine_busy_pct", 100 * p->machine_busy);
     json_num(j, "machine_softirq_pct", 100 * p->machine_softirq);
+    json_num(j, "loadavg_before", p->loadavg_before);
     json_obj_end(j);
     json_obj_begin(j, "switch");
     json_arr_begin(j, "per_priority");
@@ -1539,6 +1645,26 @@ static void json_proto(json_writer *j, const char *key, const presult *p, const 
     for (int h = 0; h < o->hosts; h++)
         nic_drops += p->q.nic_drops[h];
     json_u64(j, "host_nic_drops", nic_drops);
+    json_obj_end(j);
+    json_obj_begin(j, "queues");
+    json_str(j, "method",
+             "backlog in packets of each switch port's priority queues and of each "
+             "host NIC, sampled through rtnetlink during the measured window");
+    json_u64(j, "samples", p->qs.samples);
+    json_num(j, "interval_us", p->qs.interval_us);
+    json_arr_begin(j, "switch_per_priority");
+    for (int l = NPRIO - 1; l >= 0; l--) {
+        json_obj_begin(j, NULL);
+        json_i64(j, "priority", l);
+        json_num(j, "mean_pkts", p->qs.prio_mean[l]);
+        json_u64(j, "p99_pkts", p->qs.prio_p99[l]);
+        json_u64(j, "max_pkts", p->qs.prio_max[l]);
+        json_obj_end(j);
+    }
+    json_arr_end(j);
+    json_num(j, "host_nic_mean_pkts", p->qs.nic_mean);
+    json_u64(j, "host_nic_p99_pkts", p->qs.nic_p99);
+    json_u64(j, "host_nic_max_pkts", p->qs.nic_max);
     json_obj_end(j);
     if (p->proto == PERF_HOMA) {
         json_obj_begin(j, "counters");
@@ -1669,6 +1795,18 @@ static void print_table(const copts *o, const wlgen *g, const presult *h, const 
         }
     }
     printf("\n");
+    const presult *both[2] = {h, t};
+    for (int k = 0; k < 2; k++) {
+        const presult *p = both[k];
+        if (!p->ran || !p->qs.samples) continue;
+        printf("%s queues, backlog in packets (mean/p99/max over %llu samples every %.0f us):\n ",
+               k == 0 ? "Homa" : "TCP", (unsigned long long)p->qs.samples, p->qs.interval_us);
+        for (int l = NPRIO - 1; l >= 0; l--)
+            if (p->qs.prio_max[l])
+                printf(" switch p%d %.1f/%u/%u", l, p->qs.prio_mean[l], p->qs.prio_p99[l],
+                       p->qs.prio_max[l]);
+        printf("  host NIC %.1f/%u/%u\n", p->qs.nic_mean, p->qs.nic_p99, p->qs.nic_max);
+    }
     if (h->ran) print_cutoffs(h);
 }
 
@@ -1732,6 +1870,7 @@ int cluster_main(int argc, char **argv)
         wlgen_close(&g);
         return rc == -2 ? CLUSTER_EXIT_UNSUPPORTED : 1;
     }
+    homa_scaled_config(&o);
     int hi = -1, ti = -1;
     for (int k = 0; k < o.nprotos && !g_stop; k++) {
         if (k > 0) usleep(500000);
@@ -1821,10 +1960,12 @@ int cluster_main(int argc, char **argv)
             json_obj_begin(&j, "settings");
             json_i64(&j, "busy_poll_us", o.busy_poll_us);
             json_i64(&j, "server_threads", o.server_threads);
-            json_i64(&j, "client_threads_per_host", o.hosts - 1);
-            json_i64(&j, "tcp_connections_per_client_thread", o.conns);
-            json_str(&j, "homa_config", o.homa_config ? o.homa_config : "");
+            json_i64(&j, "client_threads_per_host", 1);
+            json_i64(&j, "tcp_connections_per_peer", o.conns);
+            json_str(&j, "homa_config", g_homa_spec);
             json_bool(&j, "homa_pacer", !o.no_pacer);
+            json_num(&j, "homa_pacer_gbps",
+                     o.no_pacer ? 0 : (double)g_cluster.rate_bps * o.pacer_fraction / 1e9);
             json_bool(&j, "homa_gso", o.homa_gso);
             json_obj_end(&j);
             json_u64(&j, "short_max_bytes", short_max);
