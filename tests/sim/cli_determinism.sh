@@ -5,7 +5,7 @@
 set -e
 sim=$1
 out=$2
-args="--workload w2 --load 0.7 --hosts 32 --seed 5 --warmup-ms 0.1 --measure-ms 0.5 --quiet"
+args="--workload w2 --load 0.7 --hosts 32 --seed 5 --warmup-ms 0.1 --measure-ms 0.3 --quiet"
 "$sim" $args --json "$out/det_a.json" --no-wall > /dev/null
 "$sim" $args --json "$out/det_b.json" --no-wall --plot "$out/det.png" > /dev/null
 cmp "$out/det_a.json" "$out/det_b.json"

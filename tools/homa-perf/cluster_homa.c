@@ -53,9 +53,12 @@ int cluster_homa_apply(const char *spec, homa_config *cfg, char *err, size_t err
             cfg->max_overcommit = u;
         else if (strcmp(item, "grant_fifo_permille") == 0)
             cfg->grant_fifo_permille = u;
-        else if (strcmp(item, "num_priorities") == 0)
+        else if (strcmp(item, "num_priorities") == 0) {
             cfg->num_priorities = u;
-        else if (strcmp(item, "adaptive_cutoffs") == 0)
+            /* Levels that no longer exist carry no unscheduled traffic. */
+            for (uint32_t i = u; i < 8; i++)
+                cfg->unsched_cutoffs[i] = 0;
+        } else if (strcmp(item, "adaptive_cutoffs") == 0)
             cfg->adaptive_cutoffs = u;
         else if (strcmp(item, "cutoff_update_msgs") == 0)
             cfg->cutoff_update_msgs = u;

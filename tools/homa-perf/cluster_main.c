@@ -99,9 +99,10 @@ static const char cluster_usage_text[] =
     "  --server-threads N  0 (default): each host's one event-loop thread answers\n"
     "                      requests and drives the client; N > 0: N server threads\n"
     "  --conns N           TCP connections from each host to each other host (default 4)\n"
-    "  --homa-config SPEC  engine settings on top of the defaults scaled to the link\n"
-    "                      (unsched_bytes = grant_window = one 50 us round trip, at least\n"
-    "                      2 packets; max_incoming = 8 of them), e.g. max_overcommit=4\n"
+    "  --homa-config SPEC  engine settings on top of the cluster's defaults (scaled to\n"
+    "                      the link: unsched_bytes = grant_window = one 50 us round trip,\n"
+    "                      at least 2 packets; max_incoming = 8 of them; tick_us=5000,\n"
+    "                      timeout_ticks=200), e.g. max_overcommit=4\n"
     "                      (keys: unsched_bytes grant_window max_incoming max_overcommit\n"
     "                      grant_fifo_permille num_priorities adaptive_cutoffs\n"
     "                      cutoff_update_msgs resend_ticks resend_interval timeout_ticks\n"
@@ -656,7 +657,37 @@ typedef struct qstats {
     uint64_t drops[CLUSTER_MAX_HOSTS][NPRIO];
     uint64_t nic_pkts[CLUSTER_MAX_HOSTS];
     uint64_t nic_drops[CLUSTER_MAX_HOSTS];
+    /* From each host's /proc/net/snmp, summed over hosts. */
+    uint64_t udp_in, udp_rcvbuf_errors, udp_sndbuf_errors, udp_in_errors;
+    uint64_t tcp_out_segs, tcp_retrans_segs;
 } qstats;
+
+/* Value of field `name` in the "Udp:" or "Tcp:" lines of /proc/net/snmp. */
+static uint64_t snmp_field(const char *text, const char *proto, const char *name)
+{
+    const char *hdr = strstr(text, proto);
+    while (hdr && hdr != text && hdr[-1] != '\n')
+        hdr = strstr(hdr + 1, proto);
+    if (!hdr) return 0;
+    const char *vals = strchr(hdr, '\n');
+    if (!vals || strncmp(vals + 1, proto, strlen(proto)) != 0) return 0;
+    vals += 1 + strlen(proto);
+    const char *h = hdr + strlen(proto);
+    size_t nlen = strlen(name);
+    for (;;) {
+        while (*h == ' ')
+            h++;
+        while (*vals == ' ')
+            vals++;
+        if (*h == '\n' || !*h || *vals == '\n' || !*vals) return 0;
+        if (strncmp(h, name, nlen) == 0 && (h[nlen] == ' ' || h[nlen] == '\n'))
+            return strtoull(vals, NULL, 10);
+        while (*h && *h != ' ' && *h != '\n')
+            h++;
+        while (*vals && *vals != ' ' && *vals != '\n')
+            vals++;
+    }
+}
 
 /* Sums "Sent B bytes P pkt (dropped D," of the pfifo leaves of a port;
  * per priority if by_level (leaves 10:..17:). */
@@ -695,6 +726,15 @@ static void read_qstats(qstats *q, int hosts)
         if (capture_cmd(a2, out, sizeof(out)) == 0) parse_tc(out, p, d, 0);
         q->nic_pkts[i] = p[0];
         q->nic_drops[i] = d[0];
+        char *a3[] = {"ip", "netns", "exec", ns, "cat", "/proc/net/snmp", NULL};
+        if (capture_cmd(a3, out, sizeof(out)) == 0) {
+            q->udp_in += snmp_field(out, "Udp:", "InDatagrams");
+            q->udp_rcvbuf_errors += snmp_field(out, "Udp:", "RcvbufErrors");
+            q->udp_sndbuf_errors += snmp_field(out, "Udp:", "SndbufErrors");
+            q->udp_in_errors += snmp_field(out, "Udp:", "InErrors");
+            q->tcp_out_segs += snmp_field(out, "Tcp:", "OutSegs");
+            q->tcp_retrans_segs += snmp_field(out, "Tcp:", "RetransSegs");
+        }
     }
 }
 
@@ -708,6 +748,12 @@ static void qstats_diff(qstats *after, const qstats *before, int hosts)
         after->nic_pkts[i] -= before->nic_pkts[i];
         after->nic_drops[i] -= before->nic_drops[i];
     }
+    after->udp_in -= before->udp_in;
+    after->udp_rcvbuf_errors -= before->udp_rcvbuf_errors;
+    after->udp_sndbuf_errors -= before->udp_sndbuf_errors;
+    after->udp_in_errors -= before->udp_in_errors;
+    after->tcp_out_segs -= before->tcp_out_segs;
+    after->tcp_retrans_segs -= before->tcp_retrans_segs;
 }
 
 /* ---- CUTOFFS capture (tcpdump in host 0) ---------------------------------------- */
@@ -1168,10 +1214,15 @@ static void cpu_read(cpu_snap *s)
  * max_overcommit (8) of them, which also keeps what a receiver invites
  * within the switch's queues.
  *
- * timeout_ticks is raised to 1,000 (1 s) as a workaround: the engine
- * counts a client RPC as silent while its own request is still queued
- * behind shorter messages in its own sender (SRPT) or pacer, and after
- * timeout_ticks declares the server's whole host dead (docs/cluster.md). */
+ * Timers: the engine's tick is 5 ms instead of 1 ms (RESEND after 25 ms of
+ * silence, NEED_ACK after 10 ms).  The 1 ms defaults suit kernel hosts on
+ * 10-25 Gbit/s links; here a host's threads are often descheduled for
+ * milliseconds, and every tick walks every live RPC under the runtime's
+ * lock, so with 1 ms ticks the spurious RESEND/BUSY traffic and the timer
+ * work made the short-message p99 6-10x worse (docs/cluster.md).
+ * timeout_ticks = 200 (1 s): a workaround for the engine counting a client
+ * RPC as silent while its own request still waits in its own SRPT queue or
+ * pacer (after timeout_ticks it declares the server's whole host dead). */
 static void homa_scaled_config(const copts *o)
 {
     uint32_t payload = g_cluster.mtu - 84;
@@ -1180,8 +1231,8 @@ static void homa_scaled_config(const copts *o)
     if (pkts < 2) pkts = 2;
     uint32_t rtt = pkts * payload;
     fmt(g_homa_spec, sizeof(g_homa_spec),
-        "unsched_bytes=%u,grant_window=%u,max_incoming=%u,timeout_ticks=1000%s%s", rtt, rtt,
-        8 * rtt, o->homa_config ? "," : "", o->homa_config ? o->homa_config : "");
+        "unsched_bytes=%u,grant_window=%u,max_incoming=%u,tick_us=5000,timeout_ticks=200%s%s", rtt,
+        rtt, 8 * rtt, o->homa_config ? "," : "", o->homa_config ? o->homa_config : "");
 }
 
 typedef struct tick_ctx {
@@ -1646,6 +1697,14 @@ static void json_proto(json_writer *j, const char *key, const presult *p, const 
         nic_drops += p->q.nic_drops[h];
     json_u64(j, "host_nic_drops", nic_drops);
     json_obj_end(j);
+    json_obj_begin(j, "hosts_snmp");
+    json_u64(j, "udp_in_datagrams", p->q.udp_in);
+    json_u64(j, "udp_rcvbuf_errors", p->q.udp_rcvbuf_errors);
+    json_u64(j, "udp_sndbuf_errors", p->q.udp_sndbuf_errors);
+    json_u64(j, "udp_in_errors", p->q.udp_in_errors);
+    json_u64(j, "tcp_out_segs", p->q.tcp_out_segs);
+    json_u64(j, "tcp_retrans_segs", p->q.tcp_retrans_segs);
+    json_obj_end(j);
     json_obj_begin(j, "queues");
     json_str(j, "method",
              "backlog in packets of each switch port's priority queues and of each "
@@ -1782,6 +1841,10 @@ static void print_table(const copts *o, const wlgen *g, const presult *h, const 
         }
     printf("  %-34s %12llu %12llu\n", "switch drops", (unsigned long long)hd,
            (unsigned long long)td);
+    printf("  %-34s %12llu %12llu\n", "UDP receive-buffer drops (hosts)",
+           (unsigned long long)h->q.udp_rcvbuf_errors, (unsigned long long)t->q.udp_rcvbuf_errors);
+    printf("  %-34s %12llu %12llu\n", "TCP segments retransmitted",
+           (unsigned long long)h->q.tcp_retrans_segs, (unsigned long long)t->q.tcp_retrans_segs);
     if (h->res && t->res) {
         printf("\n  %-17s %6s | %10s %10s %8s | %10s %10s %8s\n", "size bucket (B)", "share",
                "Homa p50us", "p99us", "p99 sd", "TCP p50us", "p99us", "p99 sd");
