@@ -1108,7 +1108,10 @@ typedef struct presult {
     hist short_lat, short_slow, short_slow_common, lag;
     uint64_t short_rpcs;
     uint64_t ok, failed, refused, mismatches, unfinished, errors;
-    double gbps_per_host, window_s;
+    double gbps_per_host; /* completed within the measured window */
+    double gbps_sched;    /* RPCs scheduled in the window, over the window extended to
+                             their last completion */
+    double window_s;
 } presult;
 
 static void counters_add(presult *p, const char *list)
@@ -1527,9 +1530,11 @@ static void analyse(const copts *o, const wlgen *g, presult *p, const perf_resul
     hist_init(&p->lag);
     uint64_t warm = (uint64_t)(o->warmup * 1e9);
     uint64_t end = warm + (uint64_t)(o->seconds * 1e9);
-    uint64_t last = end, bytes = 0;
+    uint64_t last = end, bytes = 0, done_bytes = 0;
     for (size_t i = 0; i < p->nrecs; i++) {
         const cluster_rec *r = &p->recs[i];
+        if (r->status == CREC_OK && r->done_ns >= warm && r->done_ns < end)
+            done_bytes += 2ull * r->size;
         switch (r->status) {
         case CREC_OK:
             break;
@@ -1571,8 +1576,10 @@ static void analyse(const copts *o, const wlgen *g, presult *p, const perf_resul
         }
     }
     p->errors = p->failed + p->refused + p->mismatches + p->unfinished;
-    p->window_s = (double)(last - warm) / 1e9;
-    p->gbps_per_host = p->window_s > 0 ? (double)bytes * 8 / p->window_s / 1e9 / o->hosts : 0;
+    p->window_s = o->seconds;
+    p->gbps_per_host = (double)done_bytes * 8 / o->seconds / 1e9 / o->hosts;
+    double ext = (double)(last - warm) / 1e9;
+    p->gbps_sched = ext > 0 ? (double)bytes * 8 / ext / 1e9 / o->hosts : 0;
 }
 
 static double q_us(const hist *h, double q)
@@ -1609,7 +1616,13 @@ static void json_proto(json_writer *j, const char *key, const presult *p, const 
     json_num(j, "short_p99_slowdown_common", q_sd(&p->short_slow_common, 0.99));
     json_u64(j, "short_rpcs", p->short_rpcs);
     json_num(j, "gbps", p->gbps_per_host);
-    json_str(j, "gbps_counts", "request+response payload bits per second per host / 1e9");
+    json_str(j, "gbps_counts",
+             "request+response payload bits of RPCs completed (correctly) during the measured "
+             "window, per second and per host / 1e9");
+    json_num(j, "gbps_of_window_rpcs", p->gbps_sched);
+    json_str(j, "gbps_of_window_rpcs_counts",
+             "payload bits of the RPCs scheduled in the measured window, over the window "
+             "extended to the last of their completions, per host / 1e9");
     json_num(j, "offered_gbps", o->load * (double)g_cluster.rate_bps / 1e9);
     json_u64(j, "rpcs", p->ok);
     json_u64(j, "errors", p->errors);
