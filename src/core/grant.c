@@ -162,10 +162,11 @@ void homa_grant_check(struct homa_engine *eng)
                             : 0;
         uint32_t inc = (uint32_t)(target - m->granted);
         /* Batch grants: a GRANT per DATA packet doubles the packet count
-         * for little gain, so wait until a quarter of the window (at least
-         * a packet) can be granted, unless this finishes the message or the
+         * for little gain, so with a window of 16 packets or more wait until
+         * a quarter of it can be granted (smaller windows would lose
+         * throughput), unless this finishes the message or the
          * sender has nothing left to send (then it would go idle). */
-        uint32_t batch = eng->cfg.grant_window / 4 > seg ? eng->cfg.grant_window / 4 : seg;
+        uint32_t batch = eng->cfg.grant_window >= 16 * seg ? eng->cfg.grant_window / 4 : seg;
         if (inc < batch && target < m->length && m->granted > m->received + seg) {
             if (prio != m->prio && m->prio != HOMA_PRIO_NONE) {
                 m->prio = prio;

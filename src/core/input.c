@@ -481,6 +481,14 @@ static bool check_rpc(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t no
     default:
         break;
     }
+    /* Our own request is waiting behind shorter messages in our own queue
+     * (sender SRPT): the silence is ours, not the server's, so it must not
+     * count towards the timeout; the server hears from us once we send. */
+    if (!(rpc->id & 1) && rpc->out.next_xmit < rpc->out.granted &&
+        rpc->out.next_xmit < rpc->out.length) {
+        rpc->last_heard = now;
+        return false;
+    }
     /* Client waiting for its response, or server receiving a request. */
     bool holding = m->active && m->received == m->granted && m->granted < m->length;
     if (holding) {

@@ -249,6 +249,33 @@ static void scenario__dead_server_times_out(void **state)
     sc_destroy(&sc);
 }
 
+/* A long request held back by its own sender's SRPT (shorter messages to
+ * another host keep the NIC busy for longer than timeout_ticks) must wait,
+ * not time out. */
+static void scenario__held_back_request_does_not_time_out(void **state)
+{
+    (void)state;
+    struct vnet_config n;
+    net_config(&n, 13);
+    n.host_bps = 1 * GBPS;
+    homa_config h;
+    homa_config_default(&h);
+    h.max_message_length = 16u << 20;
+    struct scenario sc;
+    sc_init(&sc, &n, &h, 3);
+    sc.reply_len = 1;
+    int big = sc_add_rpc(&sc, 0, 0, 1, 10000000);
+    /* 40 x 1 MB = 320 ms of the sender's link, all shorter than 10 MB */
+    for (int i = 0; i < 40; i++) sc_add_rpc(&sc, 10 * US, 0, 2, 1000000);
+    bool done = sc_run(&sc, 5000 * MS);
+    if (!done || sc.failed) sc_dump(&sc);
+    assert_true(done);
+    assert_int_equal(sc.failed, 0);
+    assert_int_equal(sc.rpcs[big].err, 0);
+    assert_true(sc.rpcs[big].done > 300 * MS); /* it really waited */
+    sc_destroy(&sc);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -258,6 +285,7 @@ int main(void)
         cmocka_unit_test(scenario__short_message_preempts_long),
         cmocka_unit_test(scenario__incast_respects_max_incoming),
         cmocka_unit_test(scenario__dead_server_times_out),
+        cmocka_unit_test(scenario__held_back_request_does_not_time_out),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -481,6 +481,9 @@ static cinfo g_cluster;
  * link (homa_scaled_config), then --homa-config. */
 static char g_homa_spec[1100];
 static char g_tmpdir[512];
+/* This program, for the agents (resolved at start: a rebuild while a run
+ * is going on replaces the file, and /proc/self/exe then says "(deleted)"). */
+static char g_exe[PATH_MAX];
 static const char *g_keep_dir;
 
 static int find_script(char *out, size_t len)
@@ -1284,14 +1287,12 @@ static int run_protocol(const copts *o, int proto, presult *p)
     }
     p->proto = proto;
     p->ran = 1;
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    if (n <= 0) {
+    const char *exe = g_exe;
+    if (!exe[0]) {
         snprintf(p->fatal, sizeof(p->fatal), "cannot find my own executable");
         free(rs);
         return -1;
     }
-    exe[n] = '\0';
     char peers[CLUSTER_MAX_HOSTS * 20] = "";
     for (int i = 0; i < o->hosts; i++) {
         size_t l = strlen(peers);
@@ -1341,7 +1342,7 @@ static int run_protocol(const copts *o, int proto, presult *p)
         argv[k++] = "netns";
         argv[k++] = "exec";
         argv[k++] = ns;
-        argv[k++] = exe;
+        argv[k++] = (char *)exe;
         argv[k++] = "cluster-agent";
         argv[k++] = "--proto";
         argv[k++] = (char *)pname;
@@ -1910,6 +1911,8 @@ int cluster_main(int argc, char **argv)
         fprintf(stderr, "homa-perf cluster: %s\n", err);
         return 2;
     }
+    ssize_t en = readlink("/proc/self/exe", g_exe, sizeof(g_exe) - 1);
+    g_exe[en > 0 ? en : 0] = '\0';
     g_keep_dir = o.keep_dir;
     if (o.keep_dir) {
         mkdir(o.keep_dir, 0755);
