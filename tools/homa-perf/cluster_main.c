@@ -892,7 +892,7 @@ typedef struct run_state {
 
 static void agent_line(run_state *rs, agentp *a, char *line)
 {
-    unsigned long long x, y, z;
+    unsigned long long x, y;
     unsigned s;
     if (strcmp(line, "ready") == 0) {
         a->ready = 1;
@@ -919,7 +919,6 @@ static void agent_line(run_state *rs, agentp *a, char *line)
         if (!a->err[0]) snprintf(a->err, sizeof(a->err), "%s", line + 6);
         a->failed = 1;
     }
-    (void)z;
 }
 
 static void agent_input(run_state *rs, agentp *a)
