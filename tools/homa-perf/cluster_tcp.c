@@ -14,6 +14,7 @@
  * echo server (accepted connections, every complete frame sent back), as
  * the Homa client's thread answers requests arriving on its socket.
  * Connections to the peers are opened by the first start() call. */
+#include "bytebuf.h"
 #include "cluster.h"
 
 #include <errno.h>
@@ -33,11 +34,6 @@
 #define READ_CHUNK (256 * 1024)
 #define MAX_FRAME (1u << 30)
 
-typedef struct buf {
-    uint8_t *p;
-    size_t off, len, cap;
-} buf;
-
 typedef struct inflight {
     uint64_t cookie;
     size_t len;
@@ -50,7 +46,7 @@ typedef struct tconn {
     int fd;
     int want_out;
     int frozen; /* completions handed out by the last poll point into `in` */
-    buf in, out;
+    tbuf in, out;
     inflight *q;
     size_t qhead, qcount, qcap;
     uint64_t bytes; /* request bytes in flight */
@@ -70,44 +66,6 @@ typedef struct ctcp {
     int nsrv, srvcap;
 } ctcp;
 
-static void buf_free(buf *b)
-{
-    free(b->p);
-    memset(b, 0, sizeof(*b));
-}
-
-static int buf_reserve(buf *b, size_t extra)
-{
-    if (b->cap - b->len >= extra) return 0;
-    if (b->off > 0) {
-        memmove(b->p, b->p + b->off, b->len - b->off);
-        b->len -= b->off;
-        b->off = 0;
-        if (b->cap - b->len >= extra) return 0;
-    }
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap - b->len < extra)
-        cap *= 2;
-    uint8_t *p = realloc(b->p, cap);
-    if (!p) return -1;
-    b->p = p;
-    b->cap = cap;
-    return 0;
-}
-
-static int buf_append(buf *b, const void *d, size_t n)
-{
-    if (buf_reserve(b, n) < 0) return -1;
-    memcpy(b->p + b->len, d, n);
-    b->len += n;
-    return 0;
-}
-
-static uint32_t be32(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
 static int set_interest(int epfd, tconn *c, int want_out)
 {
     if (c->want_out == want_out) return 0;
@@ -117,7 +75,7 @@ static int set_interest(int epfd, tconn *c, int want_out)
     return 0;
 }
 
-static int flush(int fd, buf *b)
+static int flush(int fd, tbuf *b)
 {
     while (b->len > b->off) {
         ssize_t r = send(fd, b->p + b->off, b->len - b->off, MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -176,11 +134,11 @@ static int ctcp_send(cluster_client *base, int dst, uint64_t cookie, const void 
         }
     }
     if (sent < FRAME_HDR) {
-        if (buf_append(&c->out, hdr + sent, FRAME_HDR - sent) < 0) return -ENOMEM;
+        if (tbuf_append(&c->out, hdr + sent, FRAME_HDR - sent) < 0) return -ENOMEM;
         sent = FRAME_HDR;
     }
-    if (sent - FRAME_HDR < len && buf_append(&c->out, (const uint8_t *)data + (sent - FRAME_HDR),
-                                             len - (sent - FRAME_HDR)) < 0)
+    if (sent - FRAME_HDR < len && tbuf_append(&c->out, (const uint8_t *)data + (sent - FRAME_HDR),
+                                              len - (sent - FRAME_HDR)) < 0)
         return -ENOMEM;
     if (c->out.len > c->out.off) {
         int r = set_interest(t->epfd, c, 1);
@@ -196,7 +154,7 @@ static int parse(tconn *c, pt_completion *out, int max)
 {
     int n = 0;
     while (n < max && c->in.len - c->in.off >= FRAME_HDR) {
-        uint32_t len = be32(c->in.p + c->in.off);
+        uint32_t len = get_be32(c->in.p + c->in.off);
         if (c->in.len - c->in.off < FRAME_HDR + (size_t)len) break;
         if (c->qcount == 0) return -EPROTO;
         inflight p = c->q[c->qhead];
@@ -225,10 +183,10 @@ static int fill(tconn *c)
         size_t need = READ_CHUNK;
         size_t have = c->in.len - c->in.off;
         if (have >= FRAME_HDR) {
-            size_t total = FRAME_HDR + (size_t)be32(c->in.p + c->in.off);
+            size_t total = FRAME_HDR + (size_t)get_be32(c->in.p + c->in.off);
             if (total > have && total - have > need) need = total - have;
         }
-        if (buf_reserve(&c->in, need) < 0) return -ENOMEM;
+        if (tbuf_reserve(&c->in, need) < 0) return -ENOMEM;
         space = c->in.cap - c->in.len;
     }
     ssize_t r = recv(c->fd, c->in.p + c->in.len, space, MSG_DONTWAIT);
@@ -242,8 +200,8 @@ static void tconn_free(tconn *c)
 {
     if (c->fd >= 0) close(c->fd);
     c->fd = -1;
-    buf_free(&c->in);
-    buf_free(&c->out);
+    tbuf_free(&c->in);
+    tbuf_free(&c->out);
     free(c->q);
     c->q = NULL;
 }
@@ -303,9 +261,9 @@ static int srv_input(ctcp *t, tconn *c)
         if (r == 0) break;
     }
     while (c->in.len - c->in.off >= FRAME_HDR) {
-        size_t total = FRAME_HDR + (size_t)be32(c->in.p + c->in.off);
+        size_t total = FRAME_HDR + (size_t)get_be32(c->in.p + c->in.off);
         if (c->in.len - c->in.off < total) break;
-        if (buf_append(&c->out, c->in.p + c->in.off, total) < 0) return -ENOMEM;
+        if (tbuf_append(&c->out, c->in.p + c->in.off, total) < 0) return -ENOMEM;
         c->in.off += total;
     }
     if (c->in.off == c->in.len) c->in.off = c->in.len = 0;
