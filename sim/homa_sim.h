@@ -81,6 +81,9 @@ struct hsim_opts {
     uint32_t grant_fifo_permille; /* UINT32_MAX = engine default */
     uint64_t max_rx_bytes;        /* per host; 0 = 16 GiB (allocation is lazy) */
     uint64_t link_bps_pacer;      /* engine pacer rate; 0 = off (the NIC pulls) */
+    /* engine timers; 0 (tick) or UINT32_MAX (the others) = engine default */
+    uint64_t tick_ns;
+    uint32_t resend_ticks, resend_interval, gap_resend_ticks, timeout_ticks;
 
     /* run */
     uint64_t seed;

@@ -548,6 +548,11 @@ struct hsim *hsim_create(const struct hsim_opts *oin, char *err, size_t errlen)
     if (o->grant_fifo_permille != UINT32_MAX) c->grant_fifo_permille = o->grant_fifo_permille;
     c->max_rx_bytes = o->max_rx_bytes ? o->max_rx_bytes : (16ull << 30);
     c->link_bps = o->link_bps_pacer;
+    if (o->tick_ns) c->tick_ns = o->tick_ns;
+    if (o->resend_ticks != UINT32_MAX) c->resend_ticks = o->resend_ticks;
+    if (o->resend_interval != UINT32_MAX) c->resend_interval = o->resend_interval;
+    if (o->gap_resend_ticks != UINT32_MAX) c->gap_resend_ticks = o->gap_resend_ticks;
+    if (o->timeout_ticks != UINT32_MAX) c->timeout_ticks = o->timeout_ticks;
     /* Tombstones and RPC caps sized for the run's rates (defaults suffice
      * for 144 hosts; kept explicit for clarity). */
     if (o->explicit_cutoffs) {

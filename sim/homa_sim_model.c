@@ -32,6 +32,7 @@ void hsim_opts_default(struct hsim_opts *o)
     o->max_payload = 1400;
     o->priorities = 8;
     o->grant_fifo_permille = UINT32_MAX;
+    o->resend_ticks = o->resend_interval = o->gap_resend_ticks = o->timeout_ticks = UINT32_MAX;
     o->seed = 1;
     o->warmup_ms = -1;
     o->measure_ms = -1;
@@ -151,6 +152,12 @@ void hsim_print_options(FILE *f)
           "  --sender-driven         no grants: every message sent unscheduled\n"
           "  --max-incoming N        cap on granted-but-unreceived bytes           [400000]\n"
           "  --fifo-permille N       grant share for the oldest message            [50]\n"
+          "  --tick-us T             engine timer tick                             [1000]\n"
+          "  --resend-ticks N        silence before a RESEND, in ticks             [5]\n"
+          "  --resend-interval N     ticks between RESENDs                         [5]\n"
+          "  --gap-resend-ticks N    age of a hole asked for while data flows,     [5]\n"
+          "                          0 = only after silence (as in Linux)\n"
+          "  --timeout-ticks N       silence before an RPC fails                   [100]\n"
           "  --max-rx-bytes N        per-host incoming buffer cap                  [16 GiB]\n"
           "  --pacer-gbps G          engine pacer rate (0 = off; the NIC pulls)    [0]\n"
           "run:\n"
@@ -210,6 +217,11 @@ int hsim_parse_opt(struct hsim_opts *o, int argc, char **argv, int *i, char *err
                                              "fifo-permille",
                                              "max-rx-bytes",
                                              "pacer-gbps",
+                                             "tick-us",
+                                             "resend-ticks",
+                                             "resend-interval",
+                                             "gap-resend-ticks",
+                                             "timeout-ticks",
                                              "seed",
                                              "warmup-ms",
                                              "measure-ms",
@@ -291,6 +303,19 @@ int hsim_parse_opt(struct hsim_opts *o, int argc, char **argv, int *i, char *err
     } else if (strcmp(a, "pacer-gbps") == 0) {
         bad = parse_dbl(v, &d) || d < 0 || d > 10000;
         if (!bad) o->link_bps_pacer = (uint64_t)llround(d * 1e9);
+    } else if (strcmp(a, "tick-us") == 0) {
+        bad = parse_dbl(v, &d) || d < 1 || d > 1e6;
+        if (!bad) o->tick_ns = (uint64_t)llround(d * 1e3);
+    } else if (strcmp(a, "resend-ticks") == 0) {
+        bad = parse_u32(v, &o->resend_ticks) || o->resend_ticks == 0 || o->resend_ticks > 100000;
+    } else if (strcmp(a, "resend-interval") == 0) {
+        bad = parse_u32(v, &o->resend_interval) || o->resend_interval == 0 ||
+              o->resend_interval > 100000;
+    } else if (strcmp(a, "gap-resend-ticks") == 0) {
+        bad = parse_u32(v, &o->gap_resend_ticks) || o->gap_resend_ticks > 100000;
+    } else if (strcmp(a, "timeout-ticks") == 0) {
+        bad = parse_u32(v, &o->timeout_ticks) || o->timeout_ticks == 0 ||
+              o->timeout_ticks > 1000000;
     } else if (strcmp(a, "seed") == 0) {
         bad = parse_u64(v, &o->seed);
         if (bad) {

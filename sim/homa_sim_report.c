@@ -78,6 +78,11 @@ void hsim_write_json(FILE *f, const struct hsim_result *r, bool with_wall)
             "\"max_overcommit\": %u, \"max_incoming\": %u, \"grant_fifo_permille\": %u,\n",
             c->max_payload, c->unsched_bytes, c->grant_window ? c->grant_window : c->unsched_bytes,
             c->max_overcommit, c->max_incoming, c->grant_fifo_permille);
+    fprintf(f,
+            "    \"tick_ns\": %llu, \"resend_ticks\": %u, \"resend_interval\": %u, "
+            "\"gap_resend_ticks\": %u, \"timeout_ticks\": %u,\n",
+            (unsigned long long)c->tick_ns, c->resend_ticks, c->resend_interval,
+            c->gap_resend_ticks, c->timeout_ticks);
     fprintf(f, "    \"num_priorities\": %u, \"unsched_levels\": %d, \"unsched_cutoffs\": [",
             c->num_priorities, r->unsched_levels);
     for (int i = 0; i < 8; i++)

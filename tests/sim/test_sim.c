@@ -418,6 +418,35 @@ static uint32_t be32(const uint8_t *p)
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
+/* Timer options reach every host's engine; bad values are refused. */
+static void opts__timer_settings_reach_the_engine(void **state)
+{
+    (void)state;
+    struct hsim_opts o;
+    hsim_opts_default(&o);
+    char *argv[] = {"x", "--tick-us", "250", "--resend-ticks", "7", "--resend-interval", "3",
+                    "--gap-resend-ticks", "0", "--timeout-ticks", "400", "--gap-resend-ticks",
+                    "abc"};
+    char err[256];
+    for (int i = 1; i < 11; i++)
+        assert_int_equal(hsim_parse_opt(&o, 13, argv, &i, err, sizeof(err)), 1);
+    int i = 11;
+    assert_int_equal(hsim_parse_opt(&o, 13, argv, &i, err, sizeof(err)), -1);
+    o.workload = NULL;
+    o.load = 0;
+    o.hosts = 4;
+    struct hsim *s = hsim_create(&o, err, sizeof(err));
+    assert_non_null(s);
+    struct hsim_result r;
+    hsim_run(s, &r);
+    assert_int_equal(r.engine.tick_ns, 250000);
+    assert_int_equal(r.engine.resend_ticks, 7);
+    assert_int_equal(r.engine.resend_interval, 3);
+    assert_int_equal(r.engine.gap_resend_ticks, 0);
+    assert_int_equal(r.engine.timeout_ticks, 400);
+    hsim_destroy(s);
+}
+
 static void plot__writes_valid_png(void **state)
 {
     (void)state;
@@ -506,6 +535,7 @@ int main(void)
         cmocka_unit_test(cutoffs__follow_the_byte_share),
         cmocka_unit_test(determinism__same_seed_same_json),
         cmocka_unit_test(plot__writes_valid_png),
+        cmocka_unit_test(opts__timer_settings_reach_the_engine),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
