@@ -5,7 +5,11 @@
  * timer, pull packets, start a request, receive/reply/release, abort.
  * Injected packets are mostly made of fuzzer bytes but start from a valid
  * header often enough (the "template" ops patch fuzzer bytes into a real
- * DATA/GRANT/RESEND header) for the fuzzer to reach deep states.  Memory
+ * DATA/GRANT/RESEND header) for the fuzzer to reach deep states; op bytes
+ * 0xf0 and up receive a templated DATA packet in place, as a driver doing
+ * direct receive would (homa_engine_place_begin, write the payload where
+ * told, maybe let another operation run meanwhile, place_end or cancel,
+ * sometimes with a different header or length than announced).  Memory
  * caps are small so cap paths are exercised.  Invariants checked after every
  * op: gauges never underflow and stay within their caps. */
 #include <stdint.h>
@@ -43,6 +47,69 @@ static void check(const homa_engine *e, const homa_config *cfg)
     if (c.rpcs_live > cfg->max_rpcs + 1) abort();
 }
 
+/* One direct receive of a templated DATA packet (see the header comment). */
+static void place_op(homa_engine *e, struct reader *r, uint64_t *now, const homa_addr *peers,
+                     const uint64_t *ids, int nids)
+{
+    struct homa_wire_pkt pkt;
+    memset(&pkt, 0, sizeof(pkt));
+    int peer = (int)take(r, 1) & 3;
+    pkt.type = HOMA_PKT_DATA;
+    pkt.sport = (uint16_t)(take(r, 1) % 3 + 1);
+    pkt.dport = (uint16_t)(take(r, 1) % 3 + 1);
+    pkt.sender_id = take(r, 1) % 8 + (nids > 0 && (take(r, 1) & 1) ? ids[0] ^ 1 : 0);
+    if (pkt.sender_id == 0) pkt.sender_id = 1;
+    pkt.u.data.message_length = take(r, 3) % 250000;
+    pkt.u.data.incoming = take(r, 3);
+    pkt.u.data.offset = take(r, 3) % 250000;
+    pkt.u.data.cutoff_version = (uint16_t)take(r, 1);
+    pkt.u.data.ack.client_id = take(r, 1);
+    pkt.u.data.ack.server_port = (uint16_t)(take(r, 1) % 3);
+    uint8_t hdr[HOMA_MAX_HDR_LEN];
+    size_t hl = homa_wire_encode(&pkt, hdr);
+    size_t avail = take(r, 1) % 64; /* how much of the header the "peek" got */
+    if (avail > hl) avail = hl;
+    size_t len = hl + take(r, 2) % 5000;
+    uint8_t *dst = NULL;
+    if (homa_engine_place_begin(e, *now, &peers[peer], hdr, avail, len, &dst) != 0) {
+        if (dst) abort();
+        return;
+    }
+    /* the whole announced payload must be writable memory (ASan) */
+    memset(dst, 0xcd, len - hl);
+    switch (take(r, 1) % 6) { /* something else happens meanwhile */
+    case 1:
+        *now += (uint64_t)take(r, 2) * 10000;
+        homa_engine_timer(e, *now);
+        break;
+    case 2:
+        if (nids > 0) homa_engine_abort(e, *now, 1, ids[take(r, 1) % (uint32_t)nids]);
+        break;
+    case 3:
+        homa_engine_port_close(e, *now, 2);
+        homa_engine_port_open(e, 2);
+        break;
+    case 4: { /* the same packet through the normal path: a duplicate */
+        static uint8_t full[HOMA_MAX_HDR_LEN + 5000];
+        memcpy(full, hdr, hl);
+        memset(full + hl, 0xab, len - hl);
+        homa_engine_input(e, *now, &peers[peer], full, len);
+        break;
+    }
+    default:
+        break;
+    }
+    uint8_t how = (uint8_t)take(r, 1);
+    if (how % 8 == 0) {
+        homa_engine_place_cancel(e);
+    } else if (how % 8 == 1) {
+        hdr[52 + take(r, 1) % 4] ^= 1; /* read a different packet */
+        homa_engine_place_end(e, *now, hdr, hl, len);
+    } else {
+        homa_engine_place_end(e, *now, hdr, hl, how % 8 == 2 ? len - 1 : len);
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     homa_config cfg;
@@ -71,6 +138,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     while (r.n > 0) {
         uint8_t op = (uint8_t)take(&r, 1);
+        if (op >= 0xf0) {
+            place_op(e, &r, &now, peers, ids, nids);
+            check(e, &cfg);
+            continue;
+        }
         switch (op % 9) {
         case 0: { /* raw packet */
             int peer = (int)take(&r, 1) & 3;

@@ -74,6 +74,11 @@ typedef struct homa_config {
      * announce unsched_cutoffs as configured. */
     uint32_t adaptive_cutoffs;
     uint32_t cutoff_update_msgs; /* messages between recomputations; default 1,000 */
+    /* Bytes each packet occupies on the link besides the Homa header and
+     * payload (IP and UDP headers, link framing); the pacer counts them.
+     * Default 0; the runtime sets 86 (IPv6 40 + UDP 8 + Ethernet 38, i.e.
+     * header, FCS, preamble and gap) when left at 0.  At most 1,000. */
+    uint32_t pkt_overhead;
 } homa_config;
 
 void homa_config_default(homa_config *cfg);
@@ -193,6 +198,52 @@ void homa_engine_pull_done(homa_engine *eng);
 int homa_engine_input(homa_engine *eng, uint64_t now, const homa_addr *src, const uint8_t *pkt,
                       size_t len);
 
+/* The unscheduled priority cutoffs this engine, as a receiver, currently
+ * tells its senders to use (fixed, or computed from the lengths it receives
+ * when config.adaptive_cutoffs is on). */
+typedef struct homa_cutoffs {
+    /* unsched[i]: the longest message whose unscheduled bytes go at
+     * priority i (7 highest); 0 = level i carries scheduled bytes only;
+     * unsched[0] is "everything" (0x7fffffff).  Entries at or above
+     * num_priorities are 0. */
+    uint32_t unsched[8];
+    uint16_t version;       /* bumped at every change (starts at 1) */
+    uint8_t num_priorities; /* config.num_priorities */
+    uint8_t max_sched_prio; /* highest priority this receiver grants scheduled bytes at */
+} homa_cutoffs;
+
+void homa_engine_cutoffs(const homa_engine *eng, homa_cutoffs *out);
+
+/* Direct receive: lets a driver have a DATA payload written straight into
+ * the message's memory (one copy, by the kernel) instead of into a receive
+ * buffer that homa_engine_input() then copies from.  The driver reads only
+ * the start of a datagram first (e.g. recvmsg with MSG_PEEK) and calls
+ *
+ *   homa_engine_place_begin(eng, now, src, hdr, hdr_len, pkt_len, &dst)
+ *
+ * with hdr = the first hdr_len bytes of a packet of pkt_len bytes.  If it
+ * is a valid DATA packet whose whole payload (pkt_len - 56 bytes) falls on
+ * bytes of its message that have not arrived yet, the engine sets up the
+ * RPC and message buffer as homa_engine_input() would, keeps that buffer
+ * alive, and returns 0 with *dst = where the payload goes (room for exactly
+ * pkt_len - 56 bytes).  The driver then reads the datagram: its first 56
+ * bytes anywhere, the rest to *dst; and calls homa_engine_place_end() with
+ * the 56 header bytes read and the length read, which accepts the packet as
+ * homa_engine_input() would (same return value), without copying.  If the
+ * read failed, homa_engine_place_cancel() instead.  Other engine calls may
+ * happen in between (the RPC may even be freed: then place_end drops the
+ * packet).  One placement at a time per engine.
+ *
+ * place_begin returns HOMA_ERR_AGAIN when the packet cannot be placed (not
+ * DATA, malformed, unknown RPC, bytes already received, ...): read it
+ * normally and give it to homa_engine_input(), which counts and drops it if
+ * it is bad.  HOMA_ERR_STATE: a placement is already in progress. */
+int homa_engine_place_begin(homa_engine *eng, uint64_t now, const homa_addr *src,
+                            const uint8_t *hdr, size_t hdr_len, size_t pkt_len, uint8_t **dst);
+int homa_engine_place_end(homa_engine *eng, uint64_t now, const uint8_t *hdr, size_t hdr_len,
+                          size_t pkt_len);
+void homa_engine_place_cancel(homa_engine *eng);
+
 /* Runs due timers (resends, timeouts, acks).  Call at or after
  * homa_engine_next_deadline(); calling early is harmless. */
 void homa_engine_timer(homa_engine *eng, uint64_t now);
@@ -244,6 +295,7 @@ const char *homa_drop_reason_name(int reason);
     X(ack_in, "ACK packets received")                                                              \
     X(ack_out, "ACK packets sent")                                                                 \
     X(bytes_in, "payload bytes received (new bytes only)")                                         \
+    X(data_placed, "DATA packets received straight into message memory (place_*)")                \
     X(bytes_out, "payload bytes sent (including retransmissions)")                                 \
     X(retransmit_pkts, "DATA packets sent because of a RESEND")                                    \
     X(retransmit_bytes, "payload bytes sent because of a RESEND")                                  \

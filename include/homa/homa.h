@@ -110,6 +110,9 @@ int homa_faults_none(const homa_faults *f);
 #define HOMA_RT_IGNORE_ENV 1u
 #define HOMA_RT_NO_GSO 2u /* never use UDP GSO on send */
 #define HOMA_RT_NO_GRO 4u /* never ask for UDP GRO on receive */
+/* Never receive DATA payloads in place (always through the driver's
+ * receive buffers and a copy); for measurements. */
+#define HOMA_RT_NO_PLACE 8u
 
 typedef struct homa_runtime_options {
     /* Engine configuration.  config.max_payload and config.link_bps are
@@ -168,6 +171,7 @@ const homa_config *homa_runtime_config(const homa_runtime *rt);
     X(recv_syscalls, "recvmmsg calls (including those that found nothing)")                        \
     X(poll_syscalls, "epoll_wait calls (a thread went to sleep)")                                  \
     X(wakeups, "eventfd writes to wake a sleeping thread")                                         \
+    X(tx_handoffs, "transmissions that hit their budget and left the rest to another thread")      \
     X(datagrams_out, "Homa packets sent (a GSO send counts each segment)")                         \
     X(datagrams_in, "Homa packets received (a GRO buffer counts each segment)")                    \
     X(bytes_out, "UDP payload bytes sent")                                                         \
@@ -177,6 +181,8 @@ const homa_config *homa_runtime_config(const homa_runtime *rt);
     X(gro_buffers, "received buffers holding several GRO-coalesced packets")                       \
     X(gro_segments, "packets received inside GRO-coalesced buffers")                               \
     X(garbage_in, "datagrams dropped as not Homa (malformed, truncated)")                          \
+    X(rx_peeks, "MSG_PEEK reads of a datagram's header (counted in recv_syscalls too)")            \
+    X(rx_placed, "DATA payloads the kernel wrote straight into message memory")                    \
     X(send_errors, "packets the kernel refused to send")                                           \
     X(fault_drops, "packets dropped by fault injection")                                           \
     X(fault_dups, "packets duplicated by fault injection")                                         \
@@ -193,6 +199,12 @@ typedef struct homa_driver_counters {
 /* Snapshot of the engine counters and the driver counters summed over all
  * sockets the runtime ever had.  Either pointer may be NULL. */
 void homa_runtime_counters(homa_runtime *rt, homa_counters *engine, homa_driver_counters *driver);
+/* The unscheduled priority cutoffs the runtime currently announces to the
+ * hosts that send to it (homa_cutoffs in homa/engine.h: for each priority
+ * level the longest message whose unscheduled bytes use it, and the
+ * version, bumped at each change).  With adaptive cutoffs (the default)
+ * they follow the lengths of the messages the runtime receives. */
+void homa_runtime_cutoffs(homa_runtime *rt, homa_cutoffs *out);
 /* Name and description of driver counter i (0-based, struct order); NULL past the end. */
 const char *homa_driver_counter_name(size_t i);
 const char *homa_driver_counter_desc(size_t i);

@@ -38,6 +38,7 @@ void homa_config_default(homa_config *cfg)
     cfg->gap_resend_ticks = 5;
     cfg->adaptive_cutoffs = 1;
     cfg->cutoff_update_msgs = 1000;
+    cfg->pkt_overhead = 0;
 }
 
 int homa_config_validate(const homa_config *c, const char **why)
@@ -69,6 +70,8 @@ int homa_config_validate(const homa_config *c, const char **why)
         w = "max_rx_bytes must hold at least one packet";
     else if (c->adaptive_cutoffs && c->cutoff_update_msgs < 100)
         w = "cutoff_update_msgs must be >= 100";
+    else if (c->pkt_overhead > 1000)
+        w = "pkt_overhead must be 0..1000";
     else if (c->max_rpcs < 1 || c->max_ports < 1 || c->max_tombstones < 1)
         w = "max_rpcs, max_ports and max_tombstones must be >= 1";
     else {

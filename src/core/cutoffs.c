@@ -117,3 +117,13 @@ void homa_cutoffs_observe(struct homa_engine *eng, uint32_t length)
     eng->since_update = 0;
     for (uint32_t b = 0; b < HOMA_CUTOFF_BUCKETS; b++) eng->hist_count[b] /= 2;
 }
+
+void homa_engine_cutoffs(const homa_engine *eng, homa_cutoffs *out)
+{
+    memset(out, 0, sizeof(*out));
+    _Static_assert(sizeof(out->unsched) == sizeof(eng->cutoffs), "eight levels");
+    memcpy(out->unsched, eng->cutoffs, sizeof(out->unsched));
+    out->version = eng->cutoff_version;
+    out->num_priorities = (uint8_t)eng->cfg.num_priorities;
+    out->max_sched_prio = eng->max_sched_prio;
+}

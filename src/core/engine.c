@@ -399,13 +399,25 @@ void homa_free_outbuf(struct homa_engine *eng, uint8_t *buf)
     eng->deferred[eng->deferred_n++] = buf;
 }
 
+void homa_in_destroy(struct homa_engine *eng, struct homa_rpc *rpc)
+{
+    if (eng->placing && eng->place_rpc == rpc) {
+        /* A driver may be writing into the buffer right now: keep it until
+         * homa_engine_place_end/cancel, which then drops the packet. */
+        eng->place_rpc = NULL;
+        eng->place_orphan = rpc->in.buf;
+        rpc->in.buf = NULL;
+    }
+    homa_msgin_destroy(&rpc->in);
+}
+
 static void rpc_release_in(struct homa_engine *eng, struct homa_rpc *rpc)
 {
     if (!rpc->in.active) return;
     homa_grant_remove(eng, rpc);
     eng->ctr.incoming_bytes -= homa_in_outstanding(&rpc->in);
     if (!rpc->in.taken) eng->ctr.rx_bytes_in_use -= rpc->in.length;
-    homa_msgin_destroy(&rpc->in);
+    homa_in_destroy(eng, rpc);
 }
 
 /* Unlinks an RPC from every table and list and frees it (or leaves it as a
@@ -476,6 +488,7 @@ int homa_engine_create(const homa_config *cfg, const homa_engine_ops *ops, homa_
     if (eng->cfg.grant_window == 0) eng->cfg.grant_window = eng->cfg.unsched_bytes;
     if (eng->cfg.grant_window == 0) eng->cfg.grant_window = eng->cfg.max_payload;
     if (ops) eng->ops = *ops;
+    if (eng->cfg.link_bps) eng->pacer_q16 = (8000000000ull << 16) / eng->cfg.link_bps;
     homa_cutoffs_init(eng);
     eng->client_nb = eng->server_nb = eng->peer_nb = 64;
     eng->client_tab = calloc(eng->client_nb, sizeof(*eng->client_tab));
@@ -541,6 +554,7 @@ void homa_engine_destroy(homa_engine *eng)
     }
     for (size_t i = 0; i < eng->deferred_n; i++) free(eng->deferred[i]);
     free(eng->deferred);
+    free(eng->place_orphan);
     free(eng->client_tab);
     free(eng->server_tab);
     free(eng->peer_tab);
@@ -670,6 +684,8 @@ void *homa_engine_msg_take(homa_engine *eng, homa_msg *msg)
 {
     if (!eng || !msg || !msg->handle || !msg->data) return NULL;
     struct homa_rpc *rpc = msg->handle;
+    /* A delivered message is complete, so a driver cannot be writing it. */
+    if (eng->placing && eng->place_rpc == rpc) return NULL;
     void *buf = rpc->in.buf;
     rpc->in.buf = NULL;
     /* the memory no longer counts against max_rx_bytes */

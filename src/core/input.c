@@ -1,5 +1,6 @@
 /* Packet input and timers: the protocol's reactions to what arrives and to
  * silence. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
@@ -110,7 +111,7 @@ static void client_restart(struct homa_engine *eng, struct homa_rpc *rpc)
         homa_grant_remove(eng, rpc);
         eng->ctr.incoming_bytes -= homa_in_outstanding(&rpc->in);
         eng->ctr.rx_bytes_in_use -= rpc->in.length;
-        homa_msgin_destroy(&rpc->in);
+        homa_in_destroy(eng, rpc);
     }
     struct homa_msgout *m = &rpc->out;
     homa_out_remove(eng, rpc);
@@ -122,40 +123,65 @@ static void client_restart(struct homa_engine *eng, struct homa_rpc *rpc)
     homa_out_update(eng, rpc);
 }
 
-static int handle_data(struct homa_engine *eng, uint64_t now, const homa_addr *src,
-                       const struct homa_wire_pkt *pkt)
+/* Finds the RPC a DATA packet belongs to (creating a server RPC for the
+ * first packet of a request) and sets up its incoming message.  Returns it,
+ * or NULL with *reason set (not yet counted).  With `probe` (direct receive
+ * asking before the packet is read) a packet that would make the RPC fail
+ * is refused instead: homa_engine_input then does the failing. */
+static struct homa_rpc *data_target(struct homa_engine *eng, const homa_addr *src,
+                                    const struct homa_wire_pkt *pkt, bool probe, int *reason)
 {
     uint64_t local = pkt->sender_id ^ 1;
     const uint32_t len = pkt->u.data.message_length;
-    if (len > eng->cfg.max_message_length) return drop(eng, HOMA_DROP_MSG_TOO_LONG);
+    *reason = HOMA_DROP_NONE;
+    if (len > eng->cfg.max_message_length) {
+        *reason = HOMA_DROP_MSG_TOO_LONG;
+        return NULL;
+    }
     struct homa_rpc *rpc;
     if (local & 1) {
         rpc = homa_find_server(eng, local, src, pkt->sport);
         if (!rpc) {
             struct homa_port *port = homa_port_find(eng, pkt->dport);
-            if (!port) return drop(eng, HOMA_DROP_NO_PORT);
-            if (homa_tomb_find(eng, local, src, pkt->sport))
-                return drop(eng, HOMA_DROP_COMPLETED);
+            if (!port) {
+                *reason = HOMA_DROP_NO_PORT;
+                return NULL;
+            }
+            if (homa_tomb_find(eng, local, src, pkt->sport)) {
+                *reason = HOMA_DROP_COMPLETED;
+                return NULL;
+            }
             if (eng->ctr.rpcs_live >= eng->cfg.max_rpcs ||
-                eng->ctr.rx_bytes_in_use + len > eng->cfg.max_rx_bytes)
-                return drop(eng, HOMA_DROP_NO_MEMORY);
+                eng->ctr.rx_bytes_in_use + len > eng->cfg.max_rx_bytes) {
+                *reason = HOMA_DROP_NO_MEMORY;
+                return NULL;
+            }
             struct homa_peer *peer = homa_peer_get(eng, src, true);
-            if (!peer) return drop(eng, HOMA_DROP_NO_MEMORY);
-            rpc = homa_rpc_new_server(eng, local, port, peer, pkt->sport);
-            if (!rpc) return drop(eng, HOMA_DROP_NO_MEMORY);
+            if (peer) rpc = homa_rpc_new_server(eng, local, port, peer, pkt->sport);
+            if (!rpc) {
+                *reason = HOMA_DROP_NO_MEMORY;
+                return NULL;
+            }
         } else if (rpc->state != RPC_SERVER_INCOMING) {
-            return drop(eng, HOMA_DROP_DUPLICATE);
+            *reason = HOMA_DROP_DUPLICATE;
+            return NULL;
         }
     } else {
         rpc = homa_find_client(eng, local);
         if (!rpc || memcmp(&rpc->peer->addr, src, sizeof(*src)) != 0 ||
-            rpc->peer_port != pkt->sport || !rpc->port || rpc->port->num != pkt->dport)
-            return drop(eng, HOMA_DROP_NO_RPC);
-        if (rpc->state != RPC_CLIENT_ACTIVE) return drop(eng, HOMA_DROP_DUPLICATE);
+            rpc->peer_port != pkt->sport || !rpc->port || rpc->port->num != pkt->dport) {
+            *reason = HOMA_DROP_NO_RPC;
+            return NULL;
+        }
+        if (rpc->state != RPC_CLIENT_ACTIVE) {
+            *reason = HOMA_DROP_DUPLICATE;
+            return NULL;
+        }
         if (!rpc->in.active) {
             if (eng->ctr.rx_bytes_in_use + len > eng->cfg.max_rx_bytes) {
-                homa_rpc_fail(eng, rpc, HOMA_ERR_NOMEM);
-                return drop(eng, HOMA_DROP_NO_MEMORY);
+                if (!probe) homa_rpc_fail(eng, rpc, HOMA_ERR_NOMEM);
+                *reason = HOMA_DROP_NO_MEMORY;
+                return NULL;
             }
             /* The server is answering, so it has the whole request. */
             homa_out_remove(eng, rpc);
@@ -167,12 +193,12 @@ static int handle_data(struct homa_engine *eng, uint64_t now, const homa_addr *s
     struct homa_msgin *m = &rpc->in;
     if (!m->active) {
         if (homa_msgin_init(m, len, pkt->u.data.incoming) != 0) {
-            if (local & 1) {
-                homa_rpc_free(eng, rpc);
-            } else {
+            if (local & 1)
+                homa_rpc_free(eng, rpc); /* fresh, nothing else refers to it */
+            else if (!probe)
                 homa_rpc_fail(eng, rpc, HOMA_ERR_NOMEM);
-            }
-            return drop(eng, HOMA_DROP_NO_MEMORY);
+            *reason = HOMA_DROP_NO_MEMORY;
+            return NULL;
         }
         eng->ctr.rx_bytes_in_use += len;
         homa_gauge_max(&eng->ctr.rx_bytes_peak, eng->ctr.rx_bytes_in_use);
@@ -182,8 +208,19 @@ static int handle_data(struct homa_engine *eng, uint64_t now, const homa_addr *s
         homa_cutoffs_observe(eng, len);
         homa_grant_add(eng, rpc);
     } else if (m->length != len) {
-        return drop(eng, HOMA_DROP_INCONSISTENT);
+        *reason = HOMA_DROP_INCONSISTENT;
+        return NULL;
     }
+    return rpc;
+}
+
+/* Takes the payload of a DATA packet for rpc (from data_target) into its
+ * message and reacts: completion, grants, acks, cutoffs. */
+static int data_accept(struct homa_engine *eng, uint64_t now, const homa_addr *src,
+                       const struct homa_wire_pkt *pkt, struct homa_rpc *rpc)
+{
+    uint64_t local = pkt->sender_id ^ 1;
+    struct homa_msgin *m = &rpc->in;
     rpc->last_heard = now;
 
     /* The sender may have received grants we sent, or a RESEND raised its
@@ -223,6 +260,94 @@ static int handle_data(struct homa_engine *eng, uint64_t now, const homa_addr *s
     }
     homa_grant_check(eng);
     return 0;
+}
+
+static int handle_data(struct homa_engine *eng, uint64_t now, const homa_addr *src,
+                       const struct homa_wire_pkt *pkt)
+{
+    int reason;
+    struct homa_rpc *rpc = data_target(eng, src, pkt, false, &reason);
+    if (!rpc) return drop(eng, reason);
+    /* Bytes a driver is receiving in place right now count as arrived: a
+     * copy of them must not be written under the driver's feet. */
+    if (eng->placing && rpc == eng->place_rpc &&
+        (uint64_t)pkt->u.data.offset < (uint64_t)eng->place_offset + eng->place_len &&
+        (uint64_t)eng->place_offset < (uint64_t)pkt->u.data.offset + pkt->u.data.payload_len)
+        return drop(eng, HOMA_DROP_DUPLICATE);
+    return data_accept(eng, now, src, pkt, rpc);
+}
+
+/* ---------- direct receive ---------- */
+
+int homa_engine_place_begin(homa_engine *eng, uint64_t now, const homa_addr *src,
+                            const uint8_t *hdr, size_t hdr_len, size_t pkt_len, uint8_t **dst)
+{
+    if (!eng || !src || !hdr || !dst) return HOMA_ERR_INVAL;
+    *dst = NULL;
+    if (eng->placing) return HOMA_ERR_STATE;
+    struct homa_wire_pkt pkt;
+    if (homa_wire_decode_hdr(hdr, hdr_len, pkt_len, &pkt) != HOMA_WIRE_OK ||
+        pkt.type != HOMA_PKT_DATA || pkt.u.data.payload_len == 0)
+        return HOMA_ERR_AGAIN;
+    eng->now = now;
+    int reason;
+    struct homa_rpc *rpc = data_target(eng, src, &pkt, true, &reason);
+    /* Only bytes that never arrived may be written before the packet is
+     * accepted: a duplicate or overlapping packet must not overwrite what
+     * the message already holds, whatever it carries. */
+    if (!rpc || !homa_msgin_missing(&rpc->in, pkt.u.data.offset, pkt.u.data.payload_len))
+        return HOMA_ERR_AGAIN;
+    eng->placing = true;
+    eng->place_rpc = rpc;
+    eng->place_offset = pkt.u.data.offset;
+    eng->place_len = pkt.u.data.payload_len;
+    memcpy(eng->place_hdr, hdr, HOMA_DATA_HDR_LEN);
+    eng->place_src = *src;
+    *dst = rpc->in.buf + pkt.u.data.offset;
+    return 0;
+}
+
+static void place_clear(struct homa_engine *eng)
+{
+    eng->placing = false;
+    eng->place_rpc = NULL;
+    free(eng->place_orphan);
+    eng->place_orphan = NULL;
+}
+
+void homa_engine_place_cancel(homa_engine *eng)
+{
+    if (eng) place_clear(eng);
+}
+
+int homa_engine_place_end(homa_engine *eng, uint64_t now, const uint8_t *hdr, size_t hdr_len,
+                          size_t pkt_len)
+{
+    if (!eng || !eng->placing) return HOMA_DROP_NO_RPC;
+    eng->now = now;
+    eng->ctr.data_in++;
+    struct homa_rpc *rpc = eng->place_rpc;
+    bool same = hdr && hdr_len >= HOMA_DATA_HDR_LEN &&
+                pkt_len == (size_t)HOMA_DATA_HDR_LEN + eng->place_len &&
+                memcmp(hdr, eng->place_hdr, HOMA_DATA_HDR_LEN) == 0;
+    struct homa_wire_pkt pkt;
+    homa_wire_decode_hdr(eng->place_hdr, HOMA_DATA_HDR_LEN, HOMA_DATA_HDR_LEN + eng->place_len,
+                         &pkt);
+    homa_addr src = eng->place_src;
+    place_clear(eng);
+    /* The RPC went away while the payload was being received (its buffer
+     * was kept until now), or the packet read is not the one announced: the
+     * bytes written into the message are not accepted. */
+    if (!rpc) return drop(eng, HOMA_DROP_NO_RPC);
+    if (!same) return drop(eng, HOMA_DROP_INCONSISTENT);
+    pkt.u.data.payload = rpc->in.buf + pkt.u.data.offset;
+    int ret = data_accept(eng, now, &src, &pkt, rpc);
+    if (ret == 0) {
+        eng->ctr.pkts_in++;
+        eng->ctr.data_placed++;
+    }
+    homa_notify_tx(eng);
+    return ret;
 }
 
 static int handle_grant(struct homa_engine *eng, uint64_t now, struct homa_rpc *rpc,

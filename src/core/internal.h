@@ -80,6 +80,9 @@ void homa_msgin_destroy(struct homa_msgin *m);
  * caller has checked offset + len <= length.  *added gets the new byte count. */
 int homa_msgin_add(struct homa_msgin *m, uint64_t now, uint32_t offset, const uint8_t *data,
                    uint32_t len, uint32_t *added);
+/* True if no byte of [offset, offset+len) has arrived (len > 0, inside the
+ * message): a payload may then be written there before it is accepted. */
+bool homa_msgin_missing(const struct homa_msgin *m, uint32_t offset, uint32_t len);
 static inline bool homa_msgin_complete(const struct homa_msgin *m)
 {
     return m->active && m->received == m->length;
@@ -240,11 +243,22 @@ struct homa_engine {
     /* pacer */
     uint64_t nic_free_at;
     bool pacer_blocked;
+    uint64_t pacer_q16; /* ns per link byte, 16.16 fixed point (no division per packet) */
 
     /* deferred frees of outgoing buffers while pulled payloads are pinned */
     uint32_t tx_pins;
     void **deferred;
     size_t deferred_n, deferred_cap;
+
+    /* direct receive (homa_engine_place_*): the RPC whose message buffer a
+     * driver is writing into, and the bytes it was given; if the RPC goes
+     * away meanwhile its buffer is kept in place_orphan until the end */
+    bool placing;
+    struct homa_rpc *place_rpc;
+    uint8_t *place_orphan;
+    uint32_t place_offset, place_len;
+    uint8_t place_hdr[HOMA_DATA_HDR_LEN];
+    homa_addr place_src;
 
     /* tombstones */
     struct homa_tomb *tombs;
@@ -270,6 +284,9 @@ bool homa_tomb_find(struct homa_engine *eng, uint64_t id, const homa_addr *addr,
 void homa_tomb_add(struct homa_engine *eng, uint64_t id, const homa_addr *addr, uint16_t port);
 void homa_peer_queue_ack(struct homa_engine *eng, struct homa_peer *peer, uint64_t client_id,
                          uint16_t server_port, uint16_t client_port);
+/* Frees rpc's incoming message (homa_msgin_destroy), keeping its buffer
+ * alive if a driver is receiving into it (direct receive). */
+void homa_in_destroy(struct homa_engine *eng, struct homa_rpc *rpc);
 
 /* output.c */
 void homa_out_start(struct homa_engine *eng, struct homa_rpc *rpc, uint8_t *buf, uint32_t len);

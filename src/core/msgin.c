@@ -50,6 +50,13 @@ static void gap_remove(struct homa_msgin *m, uint32_t idx)
     m->num_gaps--;
 }
 
+/* Copies len bytes to buf + at, unless they are already there: a payload
+ * received in place (direct receive) is its own source. */
+static void place(struct homa_msgin *m, uint32_t at, const uint8_t *src, uint32_t len)
+{
+    if (src != m->buf + at) memcpy(m->buf + at, src, len);
+}
+
 int homa_msgin_add(struct homa_msgin *m, uint64_t now, uint32_t offset, const uint8_t *data,
                    uint32_t len, uint32_t *added)
 {
@@ -66,7 +73,7 @@ int homa_msgin_add(struct homa_msgin *m, uint64_t now, uint32_t offset, const ui
         if (offset > m->recv_end &&
             gap_insert(m, m->num_gaps, m->recv_end, offset, now) != 0)
             return HOMA_MSGIN_NOMEM;
-        memcpy(m->buf + s, data + (s - offset), end - s);
+        place(m, s, data + (s - offset), end - s);
         got += end - s;
         m->recv_end = end;
         end = s; /* what remains to examine lies below the old recv_end */
@@ -88,7 +95,7 @@ int homa_msgin_add(struct homa_msgin *m, uint64_t now, uint32_t offset, const ui
             struct homa_gap *g = &m->gaps[i];
             uint32_t s = offset > g->start ? offset : g->start;
             uint32_t e = end < g->end ? end : g->end;
-            memcpy(m->buf + s, data + (s - offset), e - s);
+            place(m, s, data + (s - offset), e - s);
             got += e - s;
             if (s == g->start && e == g->end) {
                 gap_remove(m, i);
@@ -118,6 +125,24 @@ int homa_msgin_add(struct homa_msgin *m, uint64_t now, uint32_t offset, const ui
     m->received += got;
     *added = got;
     return got ? HOMA_MSGIN_NEW : HOMA_MSGIN_DUP;
+}
+
+bool homa_msgin_missing(const struct homa_msgin *m, uint32_t offset, uint32_t len)
+{
+    if (!m->active || !m->buf || len == 0 || offset > m->length || len > m->length - offset)
+        return false;
+    if (offset >= m->recv_end) return true;
+    /* Below recv_end only gaps are missing, and the byte just below
+     * recv_end was received, so the range must fit inside one gap. */
+    uint32_t lo = 0, hi = m->num_gaps;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (m->gaps[mid].end <= offset)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < m->num_gaps && m->gaps[lo].start <= offset && offset + len <= m->gaps[lo].end;
 }
 
 bool homa_msgin_first_missing(const struct homa_msgin *m, uint32_t limit, uint32_t *start,

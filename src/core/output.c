@@ -117,15 +117,20 @@ void homa_out_add_rtx(struct homa_engine *eng, struct homa_rpc *rpc, uint32_t st
     homa_out_update(eng, rpc);
 }
 
-static uint32_t wire_bytes(uint32_t hdr, uint32_t payload)
+/* What a packet costs on the link: the IP/UDP headers and framing count as
+ * much as the payload (a 1,500-byte MTU adds 6 % to small packets). */
+static uint32_t wire_bytes(const struct homa_engine *eng, uint32_t hdr, uint32_t payload)
 {
-    return hdr + payload;
+    return hdr + payload + eng->cfg.pkt_overhead;
 }
 
 static void pacer_account(struct homa_engine *eng, uint64_t now, uint32_t bytes)
 {
     if (eng->cfg.link_bps == 0) return;
-    uint64_t t = (uint64_t)bytes * 8ull * 1000000000ull / eng->cfg.link_bps;
+    /* bytes x ns-per-byte in 16.16 fixed point, split so it cannot
+     * overflow: a multiply instead of a 64-bit division per packet. */
+    uint64_t q = eng->pacer_q16;
+    uint64_t t = (uint64_t)bytes * (q >> 16) + (((uint64_t)bytes * (q & 0xffff)) >> 16);
     if (eng->nic_free_at < now) eng->nic_free_at = now;
     eng->nic_free_at += t;
 }
@@ -230,7 +235,7 @@ int homa_engine_pull(homa_engine *eng, uint64_t now, homa_pkt_out *out, int max)
         p->payload_len = 0;
         eng->ctl_head = (eng->ctl_head + 1) % HOMA_MAX_CTL_QUEUE;
         eng->ctl_count--;
-        pacer_account(eng, now, c->hdr_len);
+        pacer_account(eng, now, wire_bytes(eng, c->hdr_len, 0));
     }
     eng->pacer_blocked = false;
     struct hlist *pos = eng->sendable.next;
@@ -250,7 +255,7 @@ int homa_engine_pull(homa_engine *eng, uint64_t now, homa_pkt_out *out, int max)
         }
         homa_pkt_out *p = &out[n++];
         build_data(eng, rpc, p);
-        pacer_account(eng, now, wire_bytes(p->hdr_len, p->payload_len));
+        pacer_account(eng, now, wire_bytes(eng, p->hdr_len, p->payload_len));
         if (!can_send(m)) {
             pos = pos->next;
             hlist_del(&rpc->send_node);

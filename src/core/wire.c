@@ -225,10 +225,21 @@ const char *homa_wire_type_name(uint8_t type)
 
 int homa_wire_decode(const uint8_t *buf, size_t len, struct homa_wire_pkt *out)
 {
+    int rc = homa_wire_decode_hdr(buf, len, len, out);
+    if (rc == HOMA_WIRE_OK && out->type == HOMA_PKT_DATA)
+        out->u.data.payload = buf + HOMA_DATA_HDR_LEN;
+    return rc;
+}
+
+int homa_wire_decode_hdr(const uint8_t *buf, size_t avail, size_t len, struct homa_wire_pkt *out)
+{
     /* Zero everything first so fields a type does not use are deterministic,
      * even when decoding fails part-way. */
     memset(out, 0, sizeof(*out));
-    if (len < HOMA_COMMON_HDR_LEN) return HOMA_WIRE_SHORT;
+    /* Only the bytes present can be read: a header cut short by the
+     * caller's peek fails as a short or truncated packet would. */
+    if (avail > len) avail = len;
+    if (avail < HOMA_COMMON_HDR_LEN) return HOMA_WIRE_SHORT;
 
     /* The common fields are filled even for rejected packets so the caller
      * can log where a bad packet came from.  sequence, doff, flags, window,
@@ -242,7 +253,7 @@ int homa_wire_decode(const uint8_t *buf, size_t len, struct homa_wire_pkt *out)
 
     size_t hdr_len = homa_wire_hdr_len(out->type);
     if (hdr_len == 0) return HOMA_WIRE_BAD_TYPE;
-    if (len < hdr_len) return HOMA_WIRE_TRUNCATED;
+    if (avail < hdr_len) return HOMA_WIRE_TRUNCATED;
     if (out->sender_id == 0) return HOMA_WIRE_ZERO_ID;
 
     switch (out->type) {
@@ -258,7 +269,6 @@ int homa_wire_decode(const uint8_t *buf, size_t len, struct homa_wire_pkt *out)
         uint64_t payload_len = (uint64_t)(len - HOMA_DATA_HDR_LEN);
         if ((uint64_t)out->u.data.offset + payload_len > (uint64_t)out->u.data.message_length)
             return HOMA_WIRE_BAD_RANGE;
-        out->u.data.payload = buf + HOMA_DATA_HDR_LEN;
         out->u.data.payload_len = (uint32_t)payload_len;
         break;
     }

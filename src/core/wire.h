@@ -102,6 +102,12 @@ struct homa_wire_pkt {
  * module does); for DATA everything after the 56-byte header is payload. */
 int homa_wire_decode(const uint8_t *buf, size_t len, struct homa_wire_pkt *out);
 
+/* Like homa_wire_decode for a packet of len bytes of which only the first
+ * avail are in buf (a peeked header): the same checks, with a DATA payload
+ * of len - 56 bytes that is not read (payload stays NULL).  A header longer
+ * than avail fails as HOMA_WIRE_SHORT or HOMA_WIRE_TRUNCATED. */
+int homa_wire_decode_hdr(const uint8_t *buf, size_t avail, size_t len, struct homa_wire_pkt *out);
+
 /* Encodes the header of *pkt into buf (at least HOMA_MAX_HDR_LEN bytes) and
  * returns its length.  For DATA only the 56-byte header is written (the
  * payload travels separately); `sequence` is set to the data offset.

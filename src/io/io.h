@@ -27,9 +27,23 @@ typedef struct homa_io_rx {
     homa_addr src;       /* sender address (IPv6 or IPv4-mapped) */
     uint16_t sport;      /* sender UDP port */
     uint8_t tos;         /* IP TOS / traffic class it arrived with */
+    /* 1: a DATA packet whose payload went where place() said; data holds
+     * only its header (HOMA_IO_PLACED_HDR bytes) and len is the length read
+     * (0 if the read failed).  The caller must finish the placement. */
+    uint8_t placed;
     uint32_t len;        /* Homa packet length */
     const uint8_t *data; /* Homa packet bytes */
 } homa_io_rx;
+
+#define HOMA_IO_PLACED_HDR 56 /* the DATA header */
+
+/* Direct receive (homa_engine_place_begin): asked by recv() with the first
+ * hdr_len bytes of a datagram of pkt_len bytes; returns where its payload
+ * (bytes hdr_len.. of the packet) should be written, or NULL to read it
+ * normally.  Called without any driver lock held; the driver asks only for
+ * the first packet of a batch, so at most one placement is pending. */
+typedef uint8_t *(*homa_io_place_fn)(void *ctx, uint64_t now, const homa_addr *src,
+                                     const uint8_t *hdr, uint32_t hdr_len, uint32_t pkt_len);
 
 /* Flags for homa_io_opts.flags (same values as HOMA_RT_NO_GSO/NO_GRO). */
 #define HOMA_IO_NO_GSO 2u
@@ -45,6 +59,8 @@ typedef struct homa_io_opts {
     homa_pcap *pcap; /* shared capture file, or NULL */
     uint32_t rcvbuf; /* socket buffer sizes; 0 = driver default */
     uint32_t sndbuf;
+    homa_io_place_fn place; /* NULL = never receive in place */
+    void *place_ctx;
 } homa_io_opts;
 
 typedef struct homa_io_ops {

@@ -41,6 +41,14 @@
 #define GSO_MAX_BYTES 65000 /* one GSO send is one (large) UDP datagram */
 #define TX_IOV_CAP (TX_BATCH * GSO_MAX_SEGS * 2)
 #define CTRL_SIZE 128
+_Static_assert(HOMA_IO_PLACED_HDR == HOMA_DATA_HDR_LEN, "placed packets carry the DATA header");
+/* Direct receive: a DATA payload at least this long is worth a header peek
+ * (one more system call) to have the kernel write it straight into the
+ * message; below it the copy costs less than the call. */
+#define DIRECT_MIN 16384
+/* Leave direct mode after this many datagrams in a row that were not placed
+ * (small or coalesced): they paid for a peek for nothing. */
+#define DIRECT_IDLE 8
 #define ENOTSUPP_KERNEL 524 /* what the kernel returns when the device can't do GSO */
 
 #define CTR_ADD(s, field, n) __atomic_fetch_add(&(s)->ctr.field, (uint64_t)(n), __ATOMIC_RELAXED)
@@ -113,6 +121,11 @@ struct homa_io_sock {
     int rx_held_n;
     struct held *rx_done; /* released copies, freed at the next refill */
     uint64_t rx_due;      /* earliest due time in rx_held (atomic) */
+    homa_io_place_fn place; /* direct receive; NULL = off */
+    void *place_ctx;
+    int direct;      /* peek at each datagram first (large DATA seen lately) */
+    int direct_idle; /* datagrams in a row not placed while direct */
+    uint8_t rx_hdr[HOMA_DATA_HDR_LEN]; /* header of the placed packet */
 };
 
 static int probe_opt(int level, int opt, int val)
@@ -238,6 +251,12 @@ static int udp_open(const homa_endpoint *local, const homa_io_opts *opts, homa_i
     uint64_t salt = opts ? opts->fault_salt : 0;
     homa_fault_init(&s->txf, f, HOMA_FAULT_TX, salt);
     homa_fault_init(&s->rxf, f, HOMA_FAULT_RX, salt);
+    /* Fault injection on receive holds and duplicates packets in driver
+     * memory, which a payload already in the message cannot take part in. */
+    if (opts && opts->place && !s->rxf.active) {
+        s->place = opts->place;
+        s->place_ctx = opts->place_ctx;
+    }
 
     for (int i = 0; i < RX_BATCH; i++) {
         s->rx_iov[i].iov_base = s->rx_buf + (size_t)i * RX_BUF_SIZE;
@@ -563,6 +582,7 @@ static void rx_push(homa_io_sock *s, const homa_addr *src, uint16_t sport, uint8
     r->src = *src;
     r->sport = sport;
     r->tos = tos;
+    r->placed = 0;
     r->len = len;
     r->data = d;
 }
@@ -630,69 +650,172 @@ static void rx_segment(homa_io_sock *s, uint64_t now, const homa_addr *src, uint
     if (s->rx_held != NULL) rx_release(s, now, 1);
 }
 
+/* Reads the control messages of a received datagram. */
+static void rx_cmsgs(homa_io_sock *s, struct msghdr *mh, int *gro, uint8_t *tos, homa_addr *dst)
+{
+    *gro = 0;
+    *tos = 0;
+    *dst = s->local.addr;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c != NULL; c = CMSG_NXTHDR(mh, c)) {
+        if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
+            memcpy(gro, CMSG_DATA(c), sizeof(*gro));
+        } else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) {
+            *tos = *(const uint8_t *)CMSG_DATA(c);
+        } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_TCLASS) {
+            int tc;
+            memcpy(&tc, CMSG_DATA(c), sizeof(tc));
+            *tos = (uint8_t)tc;
+        } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_PKTINFO) {
+            struct in6_pktinfo pi;
+            memcpy(&pi, CMSG_DATA(c), sizeof(pi));
+            memcpy(dst->bytes, &pi.ipi6_addr, 16);
+        }
+    }
+}
+
+/* Worth placing: one whole (not coalesced) DATA datagram with a long payload. */
+static int placeable(const uint8_t *d, uint32_t len, int gro)
+{
+    return len >= HOMA_DATA_HDR_LEN + DIRECT_MIN && d[11] == HOMA_PKT_DATA &&
+           !(gro > 0 && (uint32_t)gro < len);
+}
+
+/* Splits one received datagram (possibly a GRO buffer) into packets. */
+static void rx_datagram(homa_io_sock *s, uint64_t now, struct msghdr *mh,
+                        const struct sockaddr_in6 *sa, const uint8_t *d, uint32_t len)
+{
+    if (mh->msg_flags & MSG_TRUNC) {
+        CTR_ADD(s, datagrams_in, 1);
+        CTR_ADD(s, garbage_in, 1);
+        return;
+    }
+    int gro;
+    uint8_t tos;
+    homa_addr dst;
+    rx_cmsgs(s, mh, &gro, &tos, &dst);
+    homa_addr src;
+    memcpy(src.bytes, &sa->sin6_addr, 16);
+    uint16_t sport = ntohs(sa->sin6_port);
+    /* Large DATA packets are coming: from now on, peek first so the next
+     * ones can be read in place. */
+    if (s->place != NULL && placeable(d, len, gro)) {
+        s->direct = 1;
+        s->direct_idle = 0;
+    }
+    uint32_t seg = (gro > 0 && (uint32_t)gro < len) ? (uint32_t)gro : len;
+    if (seg < len) {
+        CTR_ADD(s, gro_buffers, 1);
+        CTR_ADD(s, gro_segments, (len + seg - 1) / seg);
+    }
+    if (len == 0) {
+        rx_segment(s, now, &src, sport, &dst, tos, d, 0);
+        return;
+    }
+    /* A GRO buffer is a run of datagrams of gso_size bytes (the last
+     * may be shorter), exactly as the sender's GSO cut them. */
+    for (uint32_t off = 0; off < len; off += seg) {
+        uint32_t l = len - off < seg ? len - off : seg;
+        rx_segment(s, now, &src, sport, &dst, tos, d + off, l);
+    }
+}
+
+static void rx_prepare(homa_io_sock *s, int i)
+{
+    struct msghdr *mh = &s->rx_mm[i].msg_hdr;
+    mh->msg_name = &s->rx_sa[i];
+    mh->msg_namelen = sizeof(s->rx_sa[i]);
+    mh->msg_iov = &s->rx_iov[i];
+    mh->msg_iovlen = 1;
+    mh->msg_control = s->rx_ctrl[i].buf;
+    mh->msg_controllen = sizeof(s->rx_ctrl[i].buf);
+    mh->msg_flags = 0;
+}
+
+/* Direct mode: peeks at each datagram's header.  A large DATA packet the
+ * engine can place is read with its payload going straight into the
+ * message (the kernel's copy is the only one) and returned alone; others
+ * are read into the receive buffers as usual. */
+static void rx_direct(homa_io_sock *s, uint64_t now)
+{
+    for (int i = 0; i < RX_BATCH; i++) {
+        rx_prepare(s, i);
+        struct msghdr *mh = &s->rx_mm[i].msg_hdr;
+        uint8_t *d = s->rx_iov[i].iov_base;
+        struct iovec peek_iov = {d, HOMA_DATA_HDR_LEN};
+        mh->msg_iov = &peek_iov;
+        CTR_ADD(s, recv_syscalls, 1);
+        CTR_ADD(s, rx_peeks, 1);
+        ssize_t r = recvmsg(s->fd, mh, MSG_PEEK | MSG_TRUNC | MSG_DONTWAIT);
+        if (r < 0) return; /* nothing there (or an error the next read reports) */
+        uint32_t len = (uint32_t)r; /* MSG_TRUNC: the whole datagram's length */
+        int gro;
+        uint8_t tos;
+        homa_addr dst;
+        rx_cmsgs(s, mh, &gro, &tos, &dst);
+        if (placeable(d, len, gro) && !(mh->msg_flags & MSG_CTRUNC)) {
+            /* Placed packets go out alone, first of their batch, so the
+             * caller finishes each placement before the next begins. */
+            if (s->rx_out_n > 0) return;
+            homa_addr src;
+            memcpy(src.bytes, &s->rx_sa[i].sin6_addr, 16);
+            uint16_t sport = ntohs(s->rx_sa[i].sin6_port);
+            uint8_t *to = s->place(s->place_ctx, now, &src, d, HOMA_DATA_HDR_LEN, len);
+            if (to != NULL) {
+                struct iovec iov[2] = {{s->rx_hdr, HOMA_DATA_HDR_LEN},
+                                       {to, len - HOMA_DATA_HDR_LEN}};
+                struct msghdr rm = {.msg_iov = iov, .msg_iovlen = 2};
+                CTR_ADD(s, recv_syscalls, 1);
+                ssize_t got = recvmsg(s->fd, &rm, MSG_DONTWAIT);
+                if (got < 0 || (rm.msg_flags & MSG_TRUNC)) got = 0;
+                CTR_ADD(s, datagrams_in, 1);
+                CTR_ADD(s, bytes_in, got);
+                if (got > 0) CTR_ADD(s, rx_placed, 1);
+                if (s->pcap != NULL && got >= HOMA_DATA_HDR_LEN) {
+                    homa_pcap_write(s->pcap, &src, sport, &dst, s->local.port, tos, s->rx_hdr,
+                                    HOMA_DATA_HDR_LEN, to, (size_t)got - HOMA_DATA_HDR_LEN);
+                    CTR_ADD(s, pcap_records, 1);
+                }
+                homa_io_rx *o = &s->rx_out[s->rx_out_n++];
+                o->src = src;
+                o->sport = sport;
+                o->tos = tos;
+                o->placed = 1;
+                o->len = (uint32_t)got;
+                o->data = s->rx_hdr;
+                s->direct_idle = 0;
+                return;
+            }
+        }
+        /* Read it normally (the peek told us nothing we keep). */
+        rx_prepare(s, i);
+        CTR_ADD(s, recv_syscalls, 1);
+        r = recvmsg(s->fd, mh, MSG_DONTWAIT);
+        if (r < 0) return;
+        rx_datagram(s, now, mh, &s->rx_sa[i], d, (uint32_t)r);
+        if (!placeable(d, len, gro) && ++s->direct_idle >= DIRECT_IDLE) {
+            s->direct = 0;
+            return;
+        }
+    }
+    return;
+}
+
 static void rx_refill(homa_io_sock *s, uint64_t now)
 {
     free_list(s->rx_done);
     s->rx_done = NULL;
     s->rx_out_n = 0;
     s->rx_out_pos = 0;
-    for (int i = 0; i < RX_BATCH; i++) {
-        struct msghdr *mh = &s->rx_mm[i].msg_hdr;
-        mh->msg_name = &s->rx_sa[i];
-        mh->msg_namelen = sizeof(s->rx_sa[i]);
-        mh->msg_iov = &s->rx_iov[i];
-        mh->msg_iovlen = 1;
-        mh->msg_control = s->rx_ctrl[i].buf;
-        mh->msg_controllen = sizeof(s->rx_ctrl[i].buf);
-        mh->msg_flags = 0;
-    }
-    CTR_ADD(s, recv_syscalls, 1);
-    int r = recvmmsg(s->fd, s->rx_mm, RX_BATCH, MSG_DONTWAIT, NULL);
-    for (int i = 0; i < r; i++) {
-        struct msghdr *mh = &s->rx_mm[i].msg_hdr;
-        uint32_t len = s->rx_mm[i].msg_len;
-        const uint8_t *d = s->rx_iov[i].iov_base;
-        if (mh->msg_flags & MSG_TRUNC) {
-            CTR_ADD(s, datagrams_in, 1);
-            CTR_ADD(s, garbage_in, 1);
-            continue;
-        }
-        int gro = 0;
-        uint8_t tos = 0;
-        homa_addr dst = s->local.addr;
-        for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c != NULL; c = CMSG_NXTHDR(mh, c)) {
-            if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
-                memcpy(&gro, CMSG_DATA(c), sizeof(gro));
-            } else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) {
-                tos = *(const uint8_t *)CMSG_DATA(c);
-            } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_TCLASS) {
-                int tc;
-                memcpy(&tc, CMSG_DATA(c), sizeof(tc));
-                tos = (uint8_t)tc;
-            } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_PKTINFO) {
-                struct in6_pktinfo pi;
-                memcpy(&pi, CMSG_DATA(c), sizeof(pi));
-                memcpy(dst.bytes, &pi.ipi6_addr, 16);
-            }
-        }
-        homa_addr src;
-        memcpy(src.bytes, &s->rx_sa[i].sin6_addr, 16);
-        uint16_t sport = ntohs(s->rx_sa[i].sin6_port);
-        uint32_t seg = (gro > 0 && (uint32_t)gro < len) ? (uint32_t)gro : len;
-        if (seg < len) {
-            CTR_ADD(s, gro_buffers, 1);
-            CTR_ADD(s, gro_segments, (len + seg - 1) / seg);
-        }
-        if (len == 0) {
-            rx_segment(s, now, &src, sport, &dst, tos, d, 0);
-            continue;
-        }
-        /* A GRO buffer is a run of datagrams of gso_size bytes (the last
-         * may be shorter), exactly as the sender's GSO cut them. */
-        for (uint32_t off = 0; off < len; off += seg) {
-            uint32_t l = len - off < seg ? len - off : seg;
-            rx_segment(s, now, &src, sport, &dst, tos, d + off, l);
-        }
+    if (s->direct) {
+        rx_direct(s, now);
+    } else {
+        for (int i = 0; i < RX_BATCH; i++)
+            rx_prepare(s, i);
+        CTR_ADD(s, recv_syscalls, 1);
+        int r = recvmmsg(s->fd, s->rx_mm, RX_BATCH, MSG_DONTWAIT, NULL);
+        for (int i = 0; i < r; i++)
+            rx_datagram(s, now, &s->rx_mm[i].msg_hdr, &s->rx_sa[i], s->rx_iov[i].iov_base,
+                        s->rx_mm[i].msg_len);
     }
     if (s->rx_held != NULL) rx_release(s, now, 0);
 }

@@ -37,6 +37,14 @@
 #include "io/io.h"
 
 #define TX_PULL 64    /* packets per homa_engine_pull */
+/* Payload bytes one transmission may send before it returns.  A thread
+ * inside homa_send/homa_reply (or release, recv) stops after TX_APP_BUDGET
+ * and leaves the rest to the poll token holder or the background thread,
+ * so sending a huge message does not hold the application for the whole
+ * message; a poller transmits TX_POLL_BUDGET per pass so that it keeps
+ * reading packets in between. */
+#define TX_APP_BUDGET (256u << 10)
+#define TX_POLL_BUDGET (1u << 20)
 #define RX_CHUNK 64   /* packets per driver recv */
 #define RX_BUDGET 256 /* packets per socket per poll pass (fairness) */
 #define MAX_EVENTS 16
@@ -111,6 +119,7 @@ struct homa_runtime {
     /* Transmit. */
     int tx_busy;
     int tx_wanted; /* the engine called want_tx since the last pull */
+    int tx_more;   /* a transmission stopped at its budget with packets left */
     homa_pkt_out tx_pkts[TX_PULL];
 
     /* Close / destroy wait here for the token holder and transmitter. */
@@ -244,6 +253,20 @@ static void rt_ready(void *ctx, uint16_t port)
     }
 }
 
+/* Direct receive (homa_io_place_fn): the driver, about to read a large DATA
+ * datagram, asks where its payload goes.  Called by the token holder while
+ * it has dropped the lock for its read. */
+static uint8_t *rt_place(void *ctx, uint64_t now, const homa_addr *src, const uint8_t *hdr,
+                         uint32_t hdr_len, uint32_t pkt_len)
+{
+    homa_runtime *rt = ctx;
+    uint8_t *dst = NULL;
+    pthread_mutex_lock(&rt->lock);
+    if (homa_engine_place_begin(rt->eng, now, src, hdr, hdr_len, pkt_len, &dst) != 0) dst = NULL;
+    pthread_mutex_unlock(&rt->lock);
+    return dst;
+}
+
 /* Tells the background thread if the engine now needs it earlier than it
  * planned to wake. */
 static uint64_t driver_deadline(homa_runtime *rt);
@@ -289,25 +312,52 @@ static void tx_flush_held(homa_runtime *rt)
     pthread_mutex_lock(&rt->lock);
 }
 
+/* A transmission stopped at its budget with packets left: the poll token
+ * holder sends them in its next pass, else the background thread does.
+ * Lock held. */
+static void tx_handoff(homa_runtime *rt)
+{
+    RT_CTR_ADD(rt, tx_handoffs, 1);
+    if (rt->poller != POLLER_NONE) {
+        if (rt->poller_sleeping) wake_poller(rt);
+        return;
+    }
+    rt->bg_armed = 0;
+    pthread_cond_signal(&rt->bg_cond);
+}
+
 /* Pulls packets from the engine and transmits them until it has nothing
- * more to send now.  Called with rt->lock held; drops it around the system
- * calls.  If another thread is already transmitting, it will pull whatever
- * we added, so we return at once. */
-static void tx_run(homa_runtime *rt)
+ * more to send now or `budget` bytes went out (then tx_more is set).  Called with rt->lock held; drops it around
+ * the system calls.  If another thread is already transmitting, it will
+ * pull whatever we added, so we return at once. */
+static void tx_run(homa_runtime *rt, uint64_t budget)
 {
     if (rt->tx_busy) return;
     rt->tx_busy = 1;
+    uint64_t sent = 0;
+    uint32_t per_pkt = rt->cfg.max_payload ? rt->cfg.max_payload : 1;
     for (;;) {
+        if (sent >= budget) {
+            rt->tx_more = 1;
+            break;
+        }
         rt->tx_wanted = 0;
         uint64_t now = now_ns();
-        int n = homa_engine_pull(rt->eng, now, rt->tx_pkts, TX_PULL);
-        if (n <= 0) break;
+        /* Whole packets up to the budget (at least one). */
+        uint64_t fit = (budget - sent + per_pkt - 1) / per_pkt;
+        int max = fit < TX_PULL ? (int)fit : TX_PULL;
+        int n = homa_engine_pull(rt->eng, now, rt->tx_pkts, max);
+        if (n <= 0) {
+            rt->tx_more = 0;
+            break;
+        }
         /* Resolve each run of packets to its socket while locked: the
          * socket can't go away until tx_busy is cleared. */
         homa_io_sock *ios[TX_PULL];
         for (int i = 0; i < n; i++) {
             homa_socket *s = rt->port_map[rt->tx_pkts[i].sport];
             ios[i] = s ? s->io : NULL;
+            sent += rt->tx_pkts[i].payload_len + rt->tx_pkts[i].hdr_len;
         }
         pthread_mutex_unlock(&rt->lock);
         int i = 0;
@@ -326,11 +376,19 @@ static void tx_run(homa_runtime *rt)
     notify_state(rt);
 }
 
+/* Transmission by an application call (send, reply, abort, release,
+ * recv): bounded, the rest handed off.  Lock held. */
+static void tx_app(homa_runtime *rt)
+{
+    tx_run(rt, TX_APP_BUDGET);
+    if (rt->tx_more) tx_handoff(rt);
+}
+
 /* Transmits if the engine asked for it.  Lock held. */
 static void tx_if_wanted(homa_runtime *rt)
 {
     if (rt->tx_wanted) {
-        tx_run(rt);
+        tx_app(rt);
         check_deadline(rt);
     }
 }
@@ -340,9 +398,10 @@ static void run_timers(homa_runtime *rt, uint64_t now)
 {
     if (homa_engine_next_deadline(rt->eng) <= now) {
         homa_engine_timer(rt->eng, now);
-        tx_run(rt);
-    } else if (driver_deadline(rt) <= now) {
-        tx_run(rt);
+        tx_run(rt, TX_POLL_BUDGET);
+    } else if (driver_deadline(rt) <= now || (rt->tx_more && !rt->tx_busy)) {
+        /* due held packets, or what an earlier transmission left */
+        tx_run(rt, TX_POLL_BUDGET);
     }
 }
 
@@ -389,13 +448,26 @@ static int poll_pass(homa_runtime *rt)
             int n = rt->io->recv(io, now, rt->rx, RX_CHUNK);
             pthread_mutex_lock(&rt->lock);
             if (n <= 0) break;
-            for (int i = 0; i < n; i++)
-                homa_engine_input(rt->eng, now, &rt->rx[i].src, rt->rx[i].data, rt->rx[i].len);
+            for (int i = 0; i < n; i++) {
+                homa_io_rx *p = &rt->rx[i];
+                if (!p->placed)
+                    homa_engine_input(rt->eng, now, &p->src, p->data, p->len);
+                else if (p->len > 0)
+                    homa_engine_place_end(rt->eng, now, p->data, HOMA_IO_PLACED_HDR, p->len);
+                else
+                    homa_engine_place_cancel(rt->eng);
+            }
             got += n;
-            tx_run(rt);
+            tx_run(rt, TX_POLL_BUDGET);
             if (n < RX_CHUNK) break;
         }
         total += got;
+    }
+    /* Packets left by a transmission that reached its budget count as
+     * work: the caller must not go to sleep on them. */
+    if (rt->tx_more && !rt->tx_busy) {
+        tx_run(rt, TX_POLL_BUDGET);
+        if (rt->tx_more) total++;
     }
     if (total > 0) check_deadline(rt);
     return total;
@@ -543,6 +615,11 @@ static void *bg_main(void *arg)
     while (!rt->stop) {
         uint64_t now = now_ns();
         run_timers(rt, now);
+        if (rt->tx_more && !rt->tx_busy && rt->poller == POLLER_NONE) {
+            /* an application thread left packets to us (tx_handoff) */
+            tx_run(rt, TX_POLL_BUDGET);
+            continue;
+        }
         offer_token(rt); /* safety net: never leave waiters without a poller */
         int app_recent = rt->last_app_poll + rt->grace_ns > now;
         if (rt->poller == POLLER_NONE && rt->nsocks > 0 && rt->token_waiters == 0 &&
@@ -667,6 +744,10 @@ int homa_runtime_create(const homa_runtime_options *opts_in, homa_runtime **out)
     rt->cfg.max_payload =
         o.max_payload ? o.max_payload : payload_for_mtu(o.mtu ? o.mtu : host_mtu());
     rt->cfg.link_bps = o.link_bps;
+    /* The pacer must count what really crosses the link, not only Homa's
+     * bytes: IPv6 + UDP headers and Ethernet framing (IPv4 is 20 bytes
+     * less: pacing it as IPv6 errs on the safe side). */
+    if (rt->cfg.pkt_overhead == 0) rt->cfg.pkt_overhead = 40 + 8 + 38;
     /* The engine's defaults assume ~1,400-byte packets.  With loopback's
      * 64 KB packets a 40,000-byte unscheduled allowance and grant window are
      * less than one packet, so every packet of a long message would wait a
@@ -685,6 +766,8 @@ int homa_runtime_create(const homa_runtime_options *opts_in, homa_runtime **out)
     rt->io = &homa_udp_ops;
     rt->io_opts.flags = o.flags & (HOMA_IO_NO_GSO | HOMA_IO_NO_GRO);
     rt->io_opts.faults = homa_faults_none(&rt->faults) ? NULL : &rt->faults;
+    rt->io_opts.place = (o.flags & HOMA_RT_NO_PLACE) ? NULL : rt_place;
+    rt->io_opts.place_ctx = rt;
     rt->epfd = -1;
     rt->wake_efd = -1;
     pthread_mutex_init(&rt->lock, NULL);
@@ -786,6 +869,13 @@ void homa_runtime_counters(homa_runtime *rt, homa_counters *engine, homa_driver_
         for (homa_socket *s = rt->socks; s != NULL; s = s->next)
             rt->io->counters(s->io, driver);
     }
+    pthread_mutex_unlock(&rt->lock);
+}
+
+void homa_runtime_cutoffs(homa_runtime *rt, homa_cutoffs *out)
+{
+    pthread_mutex_lock(&rt->lock);
+    homa_engine_cutoffs(rt->eng, out);
     pthread_mutex_unlock(&rt->lock);
 }
 
@@ -1051,7 +1141,7 @@ static int send_common(homa_socket *s, const homa_endpoint *dst, const void *buf
         rc = homa_engine_send_request(rt->eng, now_ns(), s->port, &dst->addr, dst->port, buf,
                                       len, cookie, &rid);
     if (rc == 0) {
-        tx_run(rt);
+        tx_app(rt);
         check_deadline(rt);
     }
     pthread_mutex_unlock(&rt->lock);
@@ -1099,7 +1189,7 @@ static int reply_common(homa_socket *s, const homa_addr *peer, uint16_t peer_por
         if (n > 0 && (rc == 0 || rc == HOMA_ERR_NOT_FOUND || rc == HOMA_ERR_STATE))
             req_forget(s, pp);
         if (rc == 0) {
-            tx_run(rt);
+            tx_app(rt);
             check_deadline(rt);
         }
     }
@@ -1158,7 +1248,7 @@ int homa_abort(homa_socket *s, uint64_t id)
         if (rc == 0) req_forget(s, pp);
     } else {
         rc = homa_engine_abort(rt->eng, now_ns(), s->port, id);
-        if (rc == 0) tx_run(rt);
+        if (rc == 0) tx_app(rt);
     }
     pthread_mutex_unlock(&rt->lock);
     return rc;

@@ -533,6 +533,148 @@ static void test_default_payload(void **state)
     homa_runtime_destroy(rt);
 }
 
+static void test_cutoffs(void **state)
+{
+    (void)state;
+    homa_runtime_options o;
+    rt_test_options(&o, 0);
+    o.config.cutoff_update_msgs = 100;
+    homa_runtime *srt, *crt;
+    assert_int_equal(homa_runtime_create(&o, &srt), 0);
+    o.config.adaptive_cutoffs = 0;
+    assert_int_equal(homa_runtime_create(&o, &crt), 0);
+    homa_cutoffs c;
+    homa_runtime_cutoffs(srt, &c);
+    /* at first: the configured cutoffs, version 1 */
+    assert_int_equal(c.version, 1);
+    assert_int_equal(c.num_priorities, o.config.num_priorities);
+    assert_memory_equal(c.unsched, o.config.unsched_cutoffs, sizeof(c.unsched));
+    assert_int_equal(c.max_sched_prio, 3);
+    struct echo_server e = {0};
+    echo_start(&e, srt, 0);
+    homa_socket *s;
+    assert_int_equal(homa_socket_open(crt, 0, &s), 0);
+    homa_endpoint dst;
+    homa_endpoint_from_host("127.0.0.1", homa_socket_port(e.sock), &dst);
+    /* only short requests: the server's levels all go to unscheduled
+     * bytes, the shortest messages on the highest level */
+    for (int i = 0; i < 150; i++)
+        call_and_check(s, &dst, 50 + (size_t)(i % 10) * 50, (uint64_t)i);
+    homa_runtime_cutoffs(srt, &c);
+    assert_true(c.version > 1);
+    assert_int_equal(c.max_sched_prio, 0);
+    assert_int_equal(c.unsched[0], 0x7fffffff);
+    for (int l = 7; l > 0; l--)
+        assert_true(c.unsched[l] > 0 && c.unsched[l] < c.unsched[l - 1]);
+    assert_true(c.unsched[7] < 500);
+    homa_counters ec;
+    homa_runtime_counters(srt, &ec, NULL);
+    assert_true(ec.cutoff_updates > 0);
+    /* the client, with adaptive cutoffs off, keeps its configured ones */
+    homa_runtime_cutoffs(crt, &c);
+    assert_int_equal(c.version, 1);
+    assert_memory_equal(c.unsched, o.config.unsched_cutoffs, sizeof(c.unsched));
+    homa_socket_close(s);
+    echo_stop(&e);
+    homa_runtime_destroy(crt);
+    homa_runtime_destroy(srt);
+}
+
+static void test_receive_in_place(void **state)
+{
+    (void)state;
+    /* Large DATA packets are read straight into message memory (the
+     * kernel's copy is the only one); with HOMA_RT_NO_PLACE never.  The
+     * bytes must be right either way, in both directions. */
+    for (int no_place = 0; no_place < 2; no_place++) {
+        homa_runtime_options o;
+        rt_test_options(&o, 0);
+        if (no_place) o.flags |= HOMA_RT_NO_PLACE;
+        homa_runtime *srt, *crt;
+        assert_int_equal(homa_runtime_create(&o, &srt), 0);
+        assert_int_equal(homa_runtime_create(&o, &crt), 0);
+        struct echo_server e = {0};
+        e.use_reply_msg = 2;
+        echo_start(&e, srt, 0);
+        homa_socket *s;
+        assert_int_equal(homa_socket_open(crt, 0, &s), 0);
+        homa_endpoint dst;
+        homa_endpoint_from_host("::1", homa_socket_port(e.sock), &dst);
+        size_t sizes[] = {1000000, 100, 300000, 20000, 1000000, 65432, 65433};
+        for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+            call_and_check(s, &dst, sizes[i], 700 + i);
+        /* several at once, so placement and batches interleave */
+        uint64_t ids[8];
+        uint8_t *bufs[8];
+        for (int i = 0; i < 8; i++) {
+            size_t len = 100000 + (size_t)i * 77777;
+            bufs[i] = malloc(len);
+            rt_fill(bufs[i], len, 900 + (uint64_t)i);
+            assert_int_equal(homa_send(s, &dst, bufs[i], len, (uint64_t)i, &ids[i]), 0);
+        }
+        for (int i = 0; i < 8; i++) {
+            homa_msg r;
+            assert_int_equal(homa_recv(s, HOMA_RECV_RESPONSE, 0, 10 * SEC, &r), 0);
+            uint64_t k = r.cookie;
+            assert_true(k < 8);
+            assert_int_equal(r.length, 100000 + k * 77777);
+            assert_memory_equal(r.data, bufs[k], r.length);
+            homa_release(s, &r);
+        }
+        for (int i = 0; i < 8; i++)
+            free(bufs[i]);
+        homa_driver_counters dc, dsc;
+        homa_counters ec;
+        homa_runtime_counters(crt, &ec, &dc);
+        homa_runtime_counters(srt, NULL, &dsc);
+        if (no_place) {
+            assert_int_equal(dc.rx_placed + dsc.rx_placed, 0);
+            assert_int_equal(ec.data_placed, 0);
+        } else {
+            assert_true(dc.rx_placed > 0 && dsc.rx_placed > 0);
+            assert_int_equal(ec.data_placed, dc.rx_placed);
+        }
+        homa_socket_close(s);
+        echo_stop(&e);
+        homa_runtime_destroy(crt);
+        homa_runtime_destroy(srt);
+    }
+}
+
+static void test_send_returns_before_whole_message(void **state)
+{
+    (void)state;
+    /* With every byte unscheduled, a 4 MB request can go out at once; the
+     * sending thread sends its budget (256 KB) and hands the rest to
+     * another thread instead of sending all of it itself. */
+    homa_runtime_options o;
+    rt_test_options(&o, 0);
+    o.config.max_message_length = 8u << 20;
+    o.config.unsched_bytes = 8u << 20;
+    o.config.max_incoming = 8u << 20;
+    homa_runtime *srt, *crt;
+    assert_int_equal(homa_runtime_create(&o, &srt), 0);
+    assert_int_equal(homa_runtime_create(&o, &crt), 0);
+    struct echo_server e = {0};
+    e.use_reply_msg = 2;
+    echo_start(&e, srt, 0);
+    homa_socket *s;
+    assert_int_equal(homa_socket_open(crt, 0, &s), 0);
+    homa_endpoint dst;
+    homa_endpoint_from_host("127.0.0.1", homa_socket_port(e.sock), &dst);
+    for (int i = 0; i < 3; i++)
+        call_and_check(s, &dst, 4u << 20, 800 + (uint64_t)i);
+    homa_driver_counters dc, dsc;
+    homa_runtime_counters(crt, NULL, &dc);
+    homa_runtime_counters(srt, NULL, &dsc);
+    assert_true(dc.tx_handoffs >= 3);  /* each request */
+    assert_true(dsc.tx_handoffs >= 3); /* each reply */
+    homa_socket_close(s);
+    echo_stop(&e);
+    homa_runtime_destroy(crt);
+    homa_runtime_destroy(srt);
+}
+
 static void test_counter_names(void **state)
 {
     (void)state;
@@ -558,6 +700,9 @@ int main(void)
         cmocka_unit_test(test_env_pcap_and_mtu),
         cmocka_unit_test(test_default_payload),
         cmocka_unit_test(test_counter_names),
+        cmocka_unit_test(test_cutoffs),
+        cmocka_unit_test(test_receive_in_place),
+        cmocka_unit_test(test_send_returns_before_whole_message),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

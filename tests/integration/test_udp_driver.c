@@ -207,6 +207,152 @@ static void test_gso_without_gro(void **state)
     batch_roundtrip("127.0.0.1", HOMA_IO_NO_GRO, 100, 1);
 }
 
+/* Direct receive: the test's place() hands out room in `area` for packets
+ * whose sequence number is even and says no to odd ones. */
+struct placer {
+    uint8_t area[8][70000];
+    int asked;
+    uint32_t asked_len[16];
+};
+
+static uint8_t *test_place(void *ctx, uint64_t now, const homa_addr *src, const uint8_t *hdr,
+                           uint32_t hdr_len, uint32_t pkt_len)
+{
+    (void)now;
+    (void)src;
+    struct placer *pl = ctx;
+    assert_int_equal(hdr_len, HOMA_DATA_HDR_LEN);
+    assert_int_equal(hdr[11], HOMA_PKT_DATA);
+    uint32_t seq = pkt_seq(hdr);
+    if (pl->asked < 16) pl->asked_len[pl->asked] = pkt_len;
+    pl->asked++;
+    if (seq % 2 || seq / 2 >= 8) return NULL;
+    return pl->area[seq / 2];
+}
+
+static void test_direct_receive(void **state)
+{
+    (void)state;
+    static struct placer pl;
+    memset(&pl, 0, sizeof(pl));
+    homa_io_opts ropts = {.place = test_place, .place_ctx = &pl};
+    homa_io_opts topts = {.flags = HOMA_IO_NO_GSO};
+    homa_io_sock *a = open_sock("127.0.0.1", &topts), *b = open_sock("127.0.0.1", &ropts);
+    /* A small DATA packet first (read in batch mode; nothing placed), then
+     * a large one that switches the receiver to peeking (copied: it came
+     * in a batch), then large and small ones mixed: large even ones are
+     * placed, large odd ones refused by place() and copied, small ones
+     * copied without asking. */
+    static homa_pkt_out pkts[8];
+    static uint8_t bufs[8][40000];
+    uint32_t lens[8] = {100, 30000, 20000, 30001, 500, 20000, 16384, 16383};
+    static struct seen sn;
+    memset(&sn, 0, sizeof(sn));
+    for (int i = 0; i < 8; i++) {
+        make_data(&pkts[i], a, b, (uint32_t)i, 0, bufs[i], lens[i]);
+        sn.len_expect[i] = lens[i];
+    }
+    assert_int_equal(io->send(a, now_ns(), pkts, 2), 2);
+    static homa_io_rx rx[64];
+    int got = 0;
+    uint64_t end = now_ns() + 2000000000ull;
+    while (got < 2 && now_ns() < end) {
+        int n = io->recv(b, now_ns(), rx + got, 64 - got);
+        got += n;
+        if (n == 0) usleep(200);
+    }
+    assert_int_equal(got, 2);
+    assert_int_equal(pl.asked, 0);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(rx[i].placed, 0);
+        note(&rx[i], &sn);
+    }
+    assert_int_equal(io->send(a, now_ns(), pkts + 2, 6), 6);
+    usleep(20000); /* all queued before the first read */
+    got = 0;
+    int placed = 0;
+    end = now_ns() + 2000000000ull;
+    while (got < 6 && now_ns() < end) {
+        int n = io->recv(b, now_ns(), rx, 64);
+        for (int i = 0; i < n; i++) {
+            if (!rx[i].placed) {
+                note(&rx[i], &sn);
+                continue;
+            }
+            /* a placed packet comes alone; its header is in data, its
+             * payload where place() said */
+            assert_int_equal(n, 1);
+            uint32_t seq = pkt_seq(rx[i].data);
+            assert_int_equal(seq % 2, 0);
+            assert_int_equal(rx[i].len, HOMA_DATA_HDR_LEN + lens[seq]);
+            for (uint32_t k = 0; k < lens[seq]; k++)
+                if (pl.area[seq / 2][k] != (uint8_t)(seq * 31 + k)) sn.bad++;
+            sn.hit[seq]++;
+            placed++;
+        }
+        got += n;
+        if (n == 0) usleep(200);
+    }
+    assert_int_equal(got, 6);
+    assert_int_equal(sn.bad, 0);
+    for (int i = 0; i < 8; i++)
+        assert_int_equal(sn.hit[i], 1);
+    /* seq 2 (20000) and 6 (16384) placed; 3 (30001) and 5 (20000) asked
+     * and refused; 4 (500) and 7 (16383, below the threshold) never asked */
+    assert_int_equal(placed, 2);
+    assert_int_equal(pl.asked, 4);
+    homa_driver_counters cb;
+    memset(&cb, 0, sizeof(cb));
+    io->counters(b, &cb);
+    assert_int_equal(cb.rx_placed, 2);
+    assert_true(cb.rx_peeks >= 6);
+    assert_int_equal(cb.datagrams_in, 8);
+    assert_int_equal(cb.garbage_in, 0);
+    io->close(a);
+    io->close(b);
+}
+
+static void test_direct_receive_not_for_gro_buffers(void **state)
+{
+    (void)state;
+    if (!homa_udp_gso_supported() || !homa_udp_gro_supported()) skip();
+    static struct placer pl;
+    memset(&pl, 0, sizeof(pl));
+    homa_io_opts ropts = {.place = test_place, .place_ctx = &pl};
+    homa_io_opts topts = {0};
+    homa_io_sock *a = open_sock("127.0.0.1", &topts), *b = open_sock("127.0.0.1", &ropts);
+    /* One large packet puts the receiver in peek mode; then GSO runs of
+     * three 20,000-byte packets arrive as coalesced buffers: each is split
+     * as usual, never placed. */
+    static homa_pkt_out pkts[7];
+    static uint8_t bufs[7][30000];
+    static struct seen sn;
+    memset(&sn, 0, sizeof(sn));
+    make_data(&pkts[0], a, b, 1, 0, bufs[0], 30000);
+    sn.len_expect[1] = 30000;
+    for (int i = 1; i < 7; i++) {
+        make_data(&pkts[i], a, b, (uint32_t)(i + 1), 0, bufs[i], 20000);
+        sn.len_expect[i + 1] = 20000;
+    }
+    assert_int_equal(io->send(a, now_ns(), pkts, 1), 1);
+    assert_int_equal(recv_until(b, 1, 2000, note, &sn), 1);
+    assert_int_equal(io->send(a, now_ns(), pkts + 1, 6), 6);
+    int got = recv_until(b, 6, 2000, note, &sn);
+    assert_int_equal(got, 6);
+    assert_int_equal(sn.bad, 0);
+    homa_driver_counters ca, cb;
+    memset(&ca, 0, sizeof(ca));
+    memset(&cb, 0, sizeof(cb));
+    io->counters(a, &ca);
+    io->counters(b, &cb);
+    assert_int_equal(cb.rx_placed, 0);
+    assert_true(ca.gso_sends > 0);
+    if (homa_udp_uses_gro(b)) assert_true(cb.gro_buffers > 0);
+    assert_true(cb.rx_peeks > 0);
+    io->close(a);
+    io->close(b);
+}
+
 static void test_control_packets_and_garbage(void **state)
 {
     (void)state;
@@ -548,6 +694,8 @@ int main(void)
         cmocka_unit_test(test_gso_gro_ipv6),
         cmocka_unit_test(test_gso_without_gro),
         cmocka_unit_test(test_control_packets_and_garbage),
+        cmocka_unit_test(test_direct_receive),
+        cmocka_unit_test(test_direct_receive_not_for_gro_buffers),
         cmocka_unit_test(test_fault_drop_rate),
         cmocka_unit_test(test_fault_dup_rate),
         cmocka_unit_test(test_fault_reorder_and_delay),

@@ -34,7 +34,16 @@ int pair_step(struct pair *p, int from)
             struct pair_pkt pk = {p->addr[from], p->addr[1 - from], out[i].priority, out[i].type,
                                   len, buf};
             if (p->filter && p->filter(p->filter_arg, from, &pk)) continue;
-            homa_engine_input(p->e[1 - from], p->now, &p->addr[from], buf, len);
+            uint8_t *dst;
+            if (p->place && out[i].type == 0x10 /* DATA */ &&
+                homa_engine_place_begin(p->e[1 - from], p->now, &p->addr[from], buf,
+                                        out[i].hdr_len, len, &dst) == 0) {
+                memcpy(dst, buf + out[i].hdr_len, len - out[i].hdr_len);
+                homa_engine_place_end(p->e[1 - from], p->now, buf, out[i].hdr_len, len);
+                p->placed++;
+            } else {
+                homa_engine_input(p->e[1 - from], p->now, &p->addr[from], buf, len);
+            }
             total++;
             p->moved[from]++;
         }

@@ -27,6 +27,11 @@ struct pair {
     int (*filter)(void *arg, int from, const struct pair_pkt *p);
     void *filter_arg;
     uint64_t moved[2];
+    /* 1: deliver DATA packets as a driver doing direct receive would
+     * (homa_engine_place_begin, copy the payload to where it says,
+     * homa_engine_place_end), falling back to homa_engine_input */
+    int place;
+    uint64_t placed;
 };
 
 int pair_init(struct pair *p, const homa_config *cfg);

@@ -30,6 +30,19 @@ static void homa_cutoffs_init__uses_configured_values(void **state)
     assert_int_equal(e->cutoffs[4], 1000000);
     assert_int_equal(e->max_sched_prio, 3);
     assert_int_equal(e->cutoff_version, 1);
+    homa_cutoffs c;
+    homa_engine_cutoffs(e, &c);
+    assert_memory_equal(c.unsched, e->cutoffs, sizeof(c.unsched));
+    assert_int_equal(c.version, 1);
+    assert_int_equal(c.num_priorities, 8);
+    assert_int_equal(c.max_sched_prio, 3);
+    /* the accessor follows an update */
+    for (int i = 0; i < 1000; i++) homa_cutoffs_observe(e, 100);
+    homa_engine_cutoffs(e, &c);
+    assert_int_equal(c.version, e->cutoff_version);
+    assert_true(c.version > 1);
+    assert_memory_equal(c.unsched, e->cutoffs, sizeof(c.unsched));
+    assert_int_equal(c.max_sched_prio, e->max_sched_prio);
     homa_engine_destroy(e);
 }
 

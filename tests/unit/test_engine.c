@@ -480,6 +480,338 @@ static void homa_engine_msg_take__zero_copy_echo(void **state)
     pair_destroy(&p);
 }
 
+
+/* ---------- direct receive (homa_engine_place_*) ---------- */
+
+/* Encodes a DATA packet of the request `id` (even, the client's id) from
+ * CPORT to SPORT into buf; returns its length. */
+static size_t data_pkt(uint8_t *buf, uint64_t id, uint32_t msg_len, uint32_t offset,
+                       const uint8_t *payload, uint32_t plen)
+{
+    struct homa_wire_pkt pkt;
+    memset(&pkt, 0, sizeof(pkt));
+    pkt.type = HOMA_PKT_DATA;
+    pkt.sport = CPORT;
+    pkt.dport = SPORT;
+    pkt.sender_id = id;
+    pkt.u.data.message_length = msg_len;
+    pkt.u.data.incoming = msg_len;
+    pkt.u.data.offset = offset;
+    size_t h = homa_wire_encode(&pkt, buf);
+    if (plen) memcpy(buf + h, payload, plen);
+    return h + plen;
+}
+
+/* What a driver does: begin with the header, write the payload where told,
+ * end.  Returns place_begin's result (and place_end's in *end_rc). */
+static int place(homa_engine *e, uint64_t now, const homa_addr *src, const uint8_t *pkt,
+                 size_t len, int *end_rc)
+{
+    uint8_t *dst = (uint8_t *)1;
+    int rc = homa_engine_place_begin(e, now, src, pkt, HOMA_DATA_HDR_LEN, len, &dst);
+    if (rc != 0) {
+        assert_null(dst);
+        return rc;
+    }
+    memcpy(dst, pkt + HOMA_DATA_HDR_LEN, len - HOMA_DATA_HDR_LEN);
+    int r = homa_engine_place_end(e, now, pkt, HOMA_DATA_HDR_LEN, len);
+    if (end_rc) *end_rc = r;
+    return 0;
+}
+
+static void homa_engine_place__echo_sizes_in_place(void **state)
+{
+    (void)state;
+    struct pair p;
+    setup_pair(&p, NULL);
+    p.place = 1;
+    size_t sizes[] = {1, 1399, 1400, 1401, 40000, 100000, 333333};
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+        echo_rpc(&p, sizes[i]);
+    homa_counters c0, c1;
+    homa_engine_counters(p.e[0], &c0);
+    homa_engine_counters(p.e[1], &c1);
+    /* every DATA packet was placed (no loss, no duplicates) */
+    assert_true(p.placed > 0);
+    assert_int_equal(c0.data_placed + c1.data_placed, p.placed);
+    assert_int_equal(c0.data_placed, c0.data_in);
+    assert_int_equal(c1.data_placed, c1.data_in);
+    assert_int_equal(c1.drop_duplicate + c1.drop_inconsistent + c1.drop_no_rpc, 0);
+    pair_destroy(&p);
+}
+
+static int drop_every_third(void *arg, int from, const struct pair_pkt *pk)
+{
+    (void)from;
+    int *n = arg;
+    return pk->type == HOMA_PKT_DATA && (++*n % 3) == 0;
+}
+
+static void homa_engine_place__loss_recovery_in_place(void **state)
+{
+    (void)state;
+    struct pair p;
+    setup_pair(&p, NULL);
+    p.place = 1;
+    int n = 0;
+    p.filter = drop_every_third;
+    p.filter_arg = &n;
+    uint8_t *req = malloc(200000);
+    fill(req, 200000, 9);
+    uint64_t id;
+    assert_int_equal(homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, req,
+                                              200000, 0, &id),
+                     0);
+    homa_msg m;
+    int got = HOMA_ERR_AGAIN;
+    for (int i = 0; i < 200 && got != 0; i++) {
+        pair_advance(&p, MS);
+        got = homa_engine_recv(p.e[1], SPORT, HOMA_RECV_REQUEST, 0, &m);
+    }
+    assert_int_equal(got, 0);
+    assert_int_equal(m.length, 200000);
+    assert_memory_equal(m.data, req, 200000);
+    homa_engine_release(p.e[1], &m);
+    /* Most packets came in place, retransmissions included (143 are
+     * needed); those overlapping bytes already there (a retransmission
+     * cut differently from the original) went through the copying path. */
+    homa_counters c0, c1;
+    homa_engine_counters(p.e[0], &c0);
+    homa_engine_counters(p.e[1], &c1);
+    assert_true(c0.retransmit_pkts > 0);
+    assert_true(c1.data_placed > 120);
+    assert_true(c1.data_placed < c1.data_in);
+    free(req);
+    pair_destroy(&p);
+}
+
+static void homa_engine_place__refuses_bad_and_received_ranges(void **state)
+{
+    (void)state;
+    homa_config cfg;
+    homa_config_default(&cfg);
+    struct pair p;
+    setup_pair(&p, &cfg);
+    homa_engine *e = p.e[1];
+    const homa_addr *src = &p.addr[0];
+    static uint8_t pl[3000], pk[4000];
+    fill(pl, sizeof(pl), 1);
+    uint64_t id = 1000;
+    uint8_t *dst;
+    homa_counters before, after;
+    homa_engine_counters(e, &before);
+
+    /* not DATA, too short, no payload, header cut short, bad range,
+     * offset overflow, message too long: never placed, never counted */
+    struct homa_wire_pkt g;
+    memset(&g, 0, sizeof(g));
+    g.type = HOMA_PKT_GRANT;
+    g.sender_id = id;
+    g.sport = CPORT;
+    g.dport = SPORT;
+    size_t gl = homa_wire_encode(&g, pk);
+    assert_int_equal(homa_engine_place_begin(e, p.now, src, pk, gl, 60000, &dst), HOMA_ERR_AGAIN);
+    size_t len = data_pkt(pk, id, 3000, 0, pl, 1000);
+    assert_int_equal(homa_engine_place_begin(e, p.now, src, pk, 20, len, &dst), HOMA_ERR_AGAIN);
+    assert_int_equal(homa_engine_place_begin(e, p.now, src, pk, 55, len, &dst), HOMA_ERR_AGAIN);
+    assert_int_equal(homa_engine_place_begin(e, p.now, src, pk, HOMA_DATA_HDR_LEN,
+                                             HOMA_DATA_HDR_LEN, &dst),
+                     HOMA_ERR_AGAIN);
+    assert_int_equal(homa_engine_place_begin(e, p.now, src, pk, HOMA_DATA_HDR_LEN, 10, &dst),
+                     HOMA_ERR_AGAIN);
+    len = data_pkt(pk, id, 3000, 2500, pl, 1000); /* ends at 3500 > 3000 */
+    assert_int_equal(homa_engine_place_begin(e, p.now, src, pk, HOMA_DATA_HDR_LEN, len, &dst),
+                     HOMA_ERR_AGAIN);
+    len = data_pkt(pk, id, 3000, 0xfffffff0u, pl, 1000);
+    assert_int_equal(homa_engine_place_begin(e, p.now, src, pk, HOMA_DATA_HDR_LEN, len, &dst),
+                     HOMA_ERR_AGAIN);
+    len = data_pkt(pk, id, 3000, 0, pl, 1000);
+    assert_int_equal(homa_engine_place_begin(e, p.now, src, pk, HOMA_DATA_HDR_LEN,
+                                             (size_t)cfg.max_message_length + 100, &dst),
+                     HOMA_ERR_AGAIN);
+    len = data_pkt(pk, id, cfg.max_message_length + 1, 0, pl, 1000);
+    assert_int_equal(homa_engine_place_begin(e, p.now, src, pk, HOMA_DATA_HDR_LEN, len, &dst),
+                     HOMA_ERR_AGAIN);
+    homa_engine_counters(e, &after);
+    assert_int_equal(after.pkts_in, before.pkts_in);
+    assert_int_equal(after.data_in, before.data_in);
+    assert_int_equal(after.rpcs_live, 0);
+
+    /* [1000, 2000) arrives normally */
+    len = data_pkt(pk, id, 3000, 1000, pl + 1000, 1000);
+    assert_int_equal(homa_engine_input(e, p.now, src, pk, len), 0);
+    /* a duplicate, and packets overlapping it by one byte, must not be
+     * written into the message: they go through homa_engine_input */
+    assert_int_equal(homa_engine_place_begin(e, p.now, src, pk, HOMA_DATA_HDR_LEN, len, &dst),
+                     HOMA_ERR_AGAIN);
+    len = data_pkt(pk, id, 3000, 1, pl + 1, 1000); /* [1, 1001) */
+    assert_int_equal(homa_engine_place_begin(e, p.now, src, pk, HOMA_DATA_HDR_LEN, len, &dst),
+                     HOMA_ERR_AGAIN);
+    len = data_pkt(pk, id, 3000, 1999, pl + 1999, 2); /* [1999, 2001) */
+    assert_int_equal(homa_engine_place_begin(e, p.now, src, pk, HOMA_DATA_HDR_LEN, len, &dst),
+                     HOMA_ERR_AGAIN);
+    /* a different message length for the same RPC */
+    len = data_pkt(pk, id, 5000, 0, pl, 1000);
+    assert_int_equal(homa_engine_place_begin(e, p.now, src, pk, HOMA_DATA_HDR_LEN, len, &dst),
+                     HOMA_ERR_AGAIN);
+    /* the holes on both sides are placeable; only one placement at a time */
+    len = data_pkt(pk, id, 3000, 0, pl, 1000);
+    int end_rc = -1;
+    uint8_t *d0;
+    assert_int_equal(homa_engine_place_begin(e, p.now, src, pk, HOMA_DATA_HDR_LEN, len, &d0), 0);
+    size_t len2 = data_pkt(pk + 2000, id, 3000, 2000, pl + 2000, 1000);
+    assert_int_equal(
+        homa_engine_place_begin(e, p.now, src, pk + 2000, HOMA_DATA_HDR_LEN, len2, &dst),
+        HOMA_ERR_STATE);
+    memcpy(d0, pl, 1000);
+    assert_int_equal(homa_engine_place_end(e, p.now, pk, HOMA_DATA_HDR_LEN, len), 0);
+    assert_int_equal(place(e, p.now, src, pk + 2000, len2, &end_rc), 0);
+    assert_int_equal(end_rc, 0);
+    homa_msg m;
+    assert_int_equal(homa_engine_recv(e, SPORT, HOMA_RECV_REQUEST, 0, &m), 0);
+    assert_int_equal(m.length, 3000);
+    assert_memory_equal(m.data, pl, 3000);
+    homa_engine_release(e, &m);
+    homa_engine_counters(e, &after);
+    assert_int_equal(after.data_placed, 2);
+    /* a completed message takes nothing more */
+    assert_int_equal(place(e, p.now, src, pk, len, NULL), HOMA_ERR_AGAIN);
+    pair_destroy(&p);
+}
+
+static void homa_engine_place__end_checks_the_packet_read(void **state)
+{
+    (void)state;
+    struct pair p;
+    setup_pair(&p, NULL);
+    homa_engine *e = p.e[1];
+    const homa_addr *src = &p.addr[0];
+    static uint8_t pl[2000], pk[2200], other[2200];
+    fill(pl, sizeof(pl), 2);
+    size_t len = data_pkt(pk, 2000, 2000, 0, pl, 1000);
+    uint8_t *dst;
+    /* the datagram read differs from the one peeked (header or length):
+     * dropped, and the bytes written are not taken as received */
+    assert_int_equal(homa_engine_place_begin(e, p.now, src, pk, HOMA_DATA_HDR_LEN, len, &dst), 0);
+    memset(dst, 0xee, 1000);
+    data_pkt(other, 2000, 2000, 1000, pl, 1000);
+    assert_int_equal(homa_engine_place_end(e, p.now, other, HOMA_DATA_HDR_LEN, len),
+                     HOMA_DROP_INCONSISTENT);
+    assert_int_equal(homa_engine_place_begin(e, p.now, src, pk, HOMA_DATA_HDR_LEN, len, &dst), 0);
+    assert_int_equal(homa_engine_place_end(e, p.now, pk, HOMA_DATA_HDR_LEN, len - 1),
+                     HOMA_DROP_INCONSISTENT);
+    /* a read that failed: cancel; nothing received */
+    assert_int_equal(homa_engine_place_begin(e, p.now, src, pk, HOMA_DATA_HDR_LEN, len, &dst), 0);
+    homa_engine_place_cancel(e);
+    /* end without begin */
+    assert_int_equal(homa_engine_place_end(e, p.now, pk, HOMA_DATA_HDR_LEN, len),
+                     HOMA_DROP_NO_RPC);
+    /* the real packets still complete the message, with the right bytes */
+    int end_rc = -1;
+    assert_int_equal(place(e, p.now, src, pk, len, &end_rc), 0);
+    assert_int_equal(end_rc, 0);
+    len = data_pkt(pk, 2000, 2000, 1000, pl + 1000, 1000);
+    assert_int_equal(homa_engine_input(e, p.now, src, pk, len), 0);
+    homa_msg m;
+    assert_int_equal(homa_engine_recv(e, SPORT, HOMA_RECV_REQUEST, 0, &m), 0);
+    assert_memory_equal(m.data, pl, 2000);
+    homa_engine_release(e, &m);
+    homa_counters c;
+    homa_engine_counters(e, &c);
+    assert_int_equal(c.drop_inconsistent, 2);
+    assert_int_equal(c.data_placed, 1);
+    pair_destroy(&p);
+}
+
+static void homa_engine_place__input_overlapping_a_placement_dropped(void **state)
+{
+    (void)state;
+    struct pair p;
+    setup_pair(&p, NULL);
+    homa_engine *e = p.e[1];
+    const homa_addr *src = &p.addr[0];
+    static uint8_t pl[3000], pk[2200], dup[2200];
+    fill(pl, sizeof(pl), 3);
+    size_t len = data_pkt(pk, 3000, 3000, 1000, pl + 1000, 1000);
+    uint8_t *dst;
+    assert_int_equal(homa_engine_place_begin(e, p.now, src, pk, HOMA_DATA_HDR_LEN, len, &dst), 0);
+    /* while the driver writes [1000, 2000), a copy of [500, 1500) with
+     * other bytes arrives: it must not land under the driver's feet */
+    static uint8_t junk[1000];
+    memset(junk, 0x77, sizeof(junk));
+    size_t dl = data_pkt(dup, 3000, 3000, 500, junk, 1000);
+    assert_int_equal(homa_engine_input(e, p.now, src, dup, dl), HOMA_DROP_DUPLICATE);
+    /* a packet beside it is fine */
+    dl = data_pkt(dup, 3000, 3000, 0, pl, 1000);
+    assert_int_equal(homa_engine_input(e, p.now, src, dup, dl), 0);
+    memcpy(dst, pl + 1000, 1000);
+    assert_int_equal(homa_engine_place_end(e, p.now, pk, HOMA_DATA_HDR_LEN, len), 0);
+    dl = data_pkt(dup, 3000, 3000, 2000, pl + 2000, 1000);
+    assert_int_equal(homa_engine_input(e, p.now, src, dup, dl), 0);
+    homa_msg m;
+    assert_int_equal(homa_engine_recv(e, SPORT, HOMA_RECV_REQUEST, 0, &m), 0);
+    assert_memory_equal(m.data, pl, 3000);
+    homa_engine_release(e, &m);
+    pair_destroy(&p);
+}
+
+static void homa_engine_place__rpc_freed_during_placement(void **state)
+{
+    (void)state;
+    struct pair p;
+    setup_pair(&p, NULL);
+    /* client side: the application aborts the RPC whose response is being
+     * received in place; the buffer stays valid until place_end, which
+     * drops the packet (ASan: no use after free, no leak) */
+    static uint8_t req[100];
+    uint64_t id;
+    assert_int_equal(homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, req,
+                                              sizeof(req), 0, &id),
+                     0);
+    pair_settle(&p);
+    homa_msg m;
+    assert_int_equal(homa_engine_recv(p.e[1], SPORT, HOMA_RECV_REQUEST, 0, &m), 0);
+    static uint8_t resp[5000];
+    fill(resp, sizeof(resp), 4);
+    assert_int_equal(homa_engine_send_reply(p.e[1], p.now, SPORT, &m.peer, m.peer_port, m.id,
+                                            resp, sizeof(resp)),
+                     0);
+    homa_engine_release(p.e[1], &m);
+    homa_pkt_out out[8];
+    int n = homa_engine_pull(p.e[1], p.now, out, 8);
+    assert_true(n >= 1);
+    assert_int_equal(out[0].type, HOMA_PKT_DATA);
+    static uint8_t pk[2000];
+    memcpy(pk, out[0].hdr, out[0].hdr_len);
+    memcpy(pk + out[0].hdr_len, out[0].payload, out[0].payload_len);
+    size_t len = out[0].hdr_len + out[0].payload_len;
+    homa_engine_pull_done(p.e[1]);
+    uint8_t *dst;
+    assert_int_equal(
+        homa_engine_place_begin(p.e[0], p.now, &p.addr[1], pk, HOMA_DATA_HDR_LEN, len, &dst), 0);
+    assert_int_equal(homa_engine_abort(p.e[0], p.now, CPORT, id), 0);
+    memcpy(dst, pk + HOMA_DATA_HDR_LEN, len - HOMA_DATA_HDR_LEN);
+    assert_int_equal(homa_engine_place_end(p.e[0], p.now, pk, HOMA_DATA_HDR_LEN, len),
+                     HOMA_DROP_NO_RPC);
+
+    /* server side: the port closes during a placement; then the engine is
+     * destroyed with a placement pending (its buffer freed) */
+    static uint8_t pl[3000], pk2[1200];
+    fill(pl, sizeof(pl), 5);
+    len = data_pkt(pk2, 5000, 3000, 0, pl, 1000);
+    assert_int_equal(
+        homa_engine_place_begin(p.e[1], p.now, &p.addr[0], pk2, HOMA_DATA_HDR_LEN, len, &dst), 0);
+    assert_int_equal(homa_engine_port_close(p.e[1], p.now, SPORT), 0);
+    memcpy(dst, pl, 1000);
+    assert_int_equal(homa_engine_place_end(p.e[1], p.now, pk2, HOMA_DATA_HDR_LEN, len),
+                     HOMA_DROP_NO_RPC);
+    assert_int_equal(homa_engine_port_open(p.e[1], SPORT), 0);
+    assert_int_equal(
+        homa_engine_place_begin(p.e[1], p.now, &p.addr[0], pk2, HOMA_DATA_HDR_LEN, len, &dst), 0);
+    memcpy(dst, pl, 1000);
+    pair_destroy(&p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -497,6 +829,12 @@ int main(void)
         cmocka_unit_test(homa_engine_recv__flags_and_id),
         cmocka_unit_test(homa_engine_port_close__messages_stay_valid_until_release),
         cmocka_unit_test(homa_engine_msg_take__zero_copy_echo),
+        cmocka_unit_test(homa_engine_place__echo_sizes_in_place),
+        cmocka_unit_test(homa_engine_place__loss_recovery_in_place),
+        cmocka_unit_test(homa_engine_place__refuses_bad_and_received_ranges),
+        cmocka_unit_test(homa_engine_place__end_checks_the_packet_read),
+        cmocka_unit_test(homa_engine_place__input_overlapping_a_placement_dropped),
+        cmocka_unit_test(homa_engine_place__rpc_freed_during_placement),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

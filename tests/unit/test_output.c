@@ -180,6 +180,46 @@ static void homa_engine_pull__pacer_holds_long_messages(void **state)
     homa_engine_destroy(e);
 }
 
+static void homa_engine_pull__pacer_counts_link_overhead(void **state)
+{
+    (void)state;
+    /* 1 Gb/s = 8 ns per byte; a packet costs header + payload +
+     * pkt_overhead bytes of link time, control packets too. */
+    for (uint32_t ovh = 0; ovh <= 86; ovh += 86) {
+        homa_config cfg;
+        homa_config_default(&cfg);
+        cfg.link_bps = 1000000000ull;
+        cfg.pkt_overhead = ovh;
+        homa_engine *e = make(&cfg);
+        send(e, 0, 500);
+        homa_pkt_out out[4];
+        assert_int_equal(homa_engine_pull(e, 0, out, 4), 1);
+        homa_engine_pull_done(e);
+        assert_int_equal(e->nic_free_at, (uint64_t)(HOMA_DATA_HDR_LEN + 500 + ovh) * 8);
+        homa_engine_destroy(e);
+    }
+    /* odd rates: the fixed-point product stays within 1 ns per packet */
+    uint64_t rates[] = {3000000000ull, 25000000000ull, 100000000000ull, 1000ull};
+    for (size_t i = 0; i < sizeof(rates) / sizeof(rates[0]); i++) {
+        homa_config cfg;
+        homa_config_default(&cfg);
+        cfg.link_bps = rates[i];
+        homa_engine *e = make(&cfg);
+        send(e, 0, 500);
+        homa_pkt_out out[4];
+        assert_int_equal(homa_engine_pull(e, 0, out, 4), 1);
+        homa_engine_pull_done(e);
+        double exact = (double)(HOMA_DATA_HDR_LEN + 500) * 8e9 / (double)rates[i];
+        assert_true((double)e->nic_free_at <= exact + 1e-9 * exact + 1);
+        assert_true((double)e->nic_free_at >= exact - 1e-4 * exact - 1);
+        homa_engine_destroy(e);
+    }
+    homa_config cfg;
+    homa_config_default(&cfg);
+    cfg.pkt_overhead = 1001;
+    assert_int_equal(homa_config_validate(&cfg, NULL), HOMA_ERR_INVAL);
+}
+
 static void homa_engine_pull__zero_length_message(void **state)
 {
     (void)state;
@@ -221,6 +261,7 @@ int main(void)
         cmocka_unit_test(homa_engine_pull__control_first),
         cmocka_unit_test(homa_engine_pull__cutoffs_from_peer_change_priority),
         cmocka_unit_test(homa_engine_pull__pacer_holds_long_messages),
+        cmocka_unit_test(homa_engine_pull__pacer_counts_link_overhead),
         cmocka_unit_test(homa_engine_pull__zero_length_message),
         cmocka_unit_test(homa_engine_pull_done__defers_frees),
     };

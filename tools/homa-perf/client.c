@@ -53,6 +53,22 @@ static void fatal_tp(perf_result *r, int proto, const char *what, int err)
 
 /* ---- Closed loop: rtt and tput --------------------------------------- */
 
+/* The request of slot i: the transport's own buffer when it can send
+ * without copying (get_buf), else the shared one; the pattern with
+ * --verify.  NULL if out of memory. */
+static uint8_t *closed_fill(const perf_opts *o, pt_client *c, int i, uint64_t seq, uint8_t *shared)
+{
+    uint8_t *b = c->ops->get_buf && c->ops->send_buf ? c->ops->get_buf(c, i, o->size) : shared;
+    if (b && o->verify) pattern_fill(b, o->size, seq);
+    return b;
+}
+
+static int closed_send(const perf_opts *o, pt_client *c, int i, uint8_t *b)
+{
+    if (c->ops->get_buf && c->ops->send_buf) return c->ops->send_buf(c, i, (uint64_t)i, b, o->size);
+    return c->ops->send(c, i, (uint64_t)i, b, o->size);
+}
+
 static void closed_loop(tctx *t, pt_client *c)
 {
     const perf_opts *o = t->o;
@@ -77,9 +93,9 @@ static void closed_loop(tctx *t, pt_client *c)
     int inflight = 0;
     for (int i = 0; i < n; i++) {
         seq[i] = seq_of(t->index, count++);
-        if (o->verify) pattern_fill(buf, size, seq[i]);
+        uint8_t *b = closed_fill(o, c, i, seq[i], buf);
         t_send[i] = perf_now_ns();
-        int rc = c->ops->send(c, i, (uint64_t)i, buf, size);
+        int rc = b ? closed_send(o, c, i, b) : -ENOMEM;
         if (rc < 0) {
             fatal_tp(r, o->proto, "send", rc);
             goto out;
@@ -118,10 +134,12 @@ static void closed_loop(tctx *t, pt_client *c)
                 if (now > last_done) last_done = now;
             }
             if (now < end) {
+                /* The response is done with: the next request may reuse its
+                 * memory (get_buf). */
                 seq[i] = seq_of(t->index, count++);
-                if (o->verify) pattern_fill(buf, size, seq[i]);
+                uint8_t *b = closed_fill(o, c, i, seq[i], buf);
                 t_send[i] = perf_now_ns();
-                int rc = c->ops->send(c, i, (uint64_t)i, buf, size);
+                int rc = b ? closed_send(o, c, i, b) : -ENOMEM;
                 if (rc < 0) {
                     fatal_tp(r, o->proto, "send", rc);
                     goto out;

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cluster.h"
+#include <homa/homa.h>
 #include "json.h"
 #include "pattern.h"
 #include "wlgen.h"
@@ -70,6 +71,12 @@ static const char usage_text[] =
     "                       runtime's default (50 us) for Homa, 0 for TCP.  Given, it\n"
     "                       applies to both (Homa: homa_runtime_options.busy_poll_us;\n"
     "                       TCP: non-blocking recv/epoll_wait before blocking)\n"
+    "  --counters           (server, client, compare) Homa runtimes print their engine\n"
+    "                       and driver counters (totals and per RPC) to stderr at the end\n"
+    "  --homa-config K=V,.. (server, client, compare) engine settings for every Homa\n"
+    "                       runtime (keys as homa-perf cluster --homa-config)\n"
+    "  --no-place           (server, client, compare) Homa runtimes never receive DATA\n"
+    "                       payloads in place (HOMA_RT_NO_PLACE), for comparison\n"
     "\n"
     "Latency: CLOCK_MONOTONIC from just before the send call to the return of the\n"
     "poll that delivered the response, every RPC recorded in a log-linear histogram\n"
@@ -136,6 +143,9 @@ enum {
     OPT_SEED,
     OPT_NOCAL,
     OPT_BUSYPOLL,
+    OPT_COUNTERS,
+    OPT_HOMACONFIG,
+    OPT_NOPLACE,
     OPT_HELP,
 };
 
@@ -160,6 +170,9 @@ static const struct option long_opts[] = {
     {"seed", required_argument, NULL, OPT_SEED},
     {"no-calibrate", no_argument, NULL, OPT_NOCAL},
     {"busy-poll", required_argument, NULL, OPT_BUSYPOLL},
+    {"counters", no_argument, NULL, OPT_COUNTERS},
+    {"homa-config", required_argument, NULL, OPT_HOMACONFIG},
+    {"no-place", no_argument, NULL, OPT_NOPLACE},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -292,6 +305,20 @@ static int parse_args(int argc, char **argv, cli *c)
             if (parse_u64(optarg, &u) < 0 || u > 1000000)
                 return bad("bad --busy-poll '%s' (0..1000000 us)", optarg);
             o->busy_poll_us = (int)u;
+            break;
+        case OPT_COUNTERS:
+            homa_perf_counters = 1;
+            break;
+        case OPT_HOMACONFIG: {
+            homa_config cfg;
+            homa_config_default(&cfg);
+            char err[200];
+            if (cluster_homa_apply(optarg, &cfg, err, sizeof(err)) < 0) return bad("%s", err);
+            homa_perf_config = optarg;
+            break;
+        }
+        case OPT_NOPLACE:
+            homa_perf_rt_flags |= HOMA_RT_NO_PLACE;
             break;
         case OPT_HELP:
             usage(stdout);

@@ -130,6 +130,15 @@ typedef struct pt_client_ops {
      * pick the connection with the fewest bytes outstanding.  Returns 0 or a
      * negative error. */
     int (*send)(pt_client *c, int slot, uint64_t cookie, const void *buf, size_t len);
+    /* Zero-copy sending, used by the closed loop (rtt, tput) when both are
+     * set: get_buf returns a buffer of len bytes for the next request of
+     * `slot` (possibly the response that just completed on that slot, so
+     * read that first), which the caller fills and passes to send_buf; the
+     * transport sends from it without copying (TCP: keeps writing from it
+     * until sent; Homa: hands it over with homa_send_owned).  The buffer
+     * stays the transport's; a slot has one RPC in flight at a time. */
+    void *(*get_buf)(pt_client *c, int slot, size_t len);
+    int (*send_buf)(pt_client *c, int slot, uint64_t cookie, void *buf, size_t len);
     /* Waits until at least one RPC finished or the CLOCK_MONOTONIC deadline
      * passed; returns the number of completions stored (0 at the deadline)
      * or a negative fatal error (the client is unusable). */
@@ -164,6 +173,12 @@ int tcp_server_start(uint16_t port, int threads, uint64_t spin_ns, pt_server **o
                      size_t errlen);
 int homa_server_start(uint16_t port, int threads, int busy_poll_us, pt_server **out, char *err,
                       size_t errlen);
+/* Set by --counters: Homa runtimes print their counters when they end. */
+extern int homa_perf_counters;
+/* --homa-config (cluster_homa_apply() syntax) and --no-place: applied to
+ * every Homa runtime homa-perf creates (client and server). */
+extern const char *homa_perf_config;
+extern unsigned homa_perf_rt_flags;
 /* busy_poll_us of homa_runtime_options_default(). */
 int homa_default_busy_poll_us(void);
 /* The busy-poll time in force for o->proto (--busy-poll, else the default:

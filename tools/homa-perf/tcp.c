@@ -99,6 +99,10 @@ typedef struct cconn {
     int want_out; /* EPOLLOUT registered */
     int frozen;   /* completions of this poll point into `in` */
     tbuf in, out;
+    /* Zero-copy send (send_buf): the rest of a frame body still to be sent
+     * from the caller's buffer, after whatever is in `out`. */
+    const uint8_t *ext;
+    size_t ext_len;
     pending *ring;
     size_t rhead, rcount, rcap;
     uint64_t inflight_bytes;
@@ -110,7 +114,34 @@ typedef struct tcp_client {
     int epfd;
     int nconns;
     cconn *conns;
+    uint8_t **slot_buf; /* get_buf: one request buffer per closed-loop slot */
+    size_t *slot_cap;
+    int nslots;
 } tcp_client;
+
+static int conn_has_out(const cconn *c)
+{
+    return tbuf_avail(&c->out) != 0 || c->ext_len != 0;
+}
+
+/* Sends what is queued on c: `out`, then the rest of a zero-copy body.
+ * Returns 0 when all is sent, 1 if bytes remain, -errno on error. */
+static int client_flush(cconn *c)
+{
+    int r = flush_out(c->fd, &c->out);
+    if (r != 0) return r;
+    while (c->ext_len) {
+        ssize_t w = send(c->fd, c->ext, c->ext_len, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return 1;
+            return -errno;
+        }
+        c->ext += w;
+        c->ext_len -= (size_t)w;
+    }
+    return 0;
+}
 
 static int ring_push(cconn *c, uint64_t cookie, size_t len)
 {
@@ -139,9 +170,12 @@ static int conn_interest(int epfd, cconn *c, int want_out)
     return 0;
 }
 
-static int tcp_client_send(pt_client *base, int slot, uint64_t cookie, const void *buf, size_t len)
+/* Sends one frame on the connection of `slot`.  With `ref` the unsent rest
+ * of the body is sent later straight from buf (which the caller keeps
+ * valid until the RPC completes) instead of being copied. */
+static int client_send(tcp_client *tc, int slot, uint64_t cookie, const void *buf, size_t len,
+                       int ref)
 {
-    tcp_client *tc = (tcp_client *)base;
     if (len > MAX_FRAME) return -EMSGSIZE;
     cconn *c;
     if (slot >= 0) {
@@ -150,6 +184,12 @@ static int tcp_client_send(pt_client *base, int slot, uint64_t cookie, const voi
         c = &tc->conns[0];
         for (int i = 1; i < tc->nconns; i++)
             if (tc->conns[i].inflight_bytes < c->inflight_bytes) c = &tc->conns[i];
+    }
+    if (c->ext_len) {
+        /* Frames must leave in order: copy the pending zero-copy rest. */
+        if (tbuf_append(&c->out, c->ext, c->ext_len) < 0) return -ENOMEM;
+        c->ext_len = 0;
+        ref = 0;
     }
     uint8_t hdr[FRAME_HDR] = {(uint8_t)(len >> 24), (uint8_t)(len >> 16), (uint8_t)(len >> 8),
                               (uint8_t)len};
@@ -167,6 +207,8 @@ static int tcp_client_send(pt_client *base, int slot, uint64_t cookie, const voi
             if (errno == EAGAIN || errno == EWOULDBLOCK) break;
             return -errno;
         }
+    } else {
+        ref = 0;
     }
     if (sent < FRAME_HDR) {
         if (tbuf_append(&c->out, hdr + sent, FRAME_HDR - sent) < 0) return -ENOMEM;
@@ -174,16 +216,61 @@ static int tcp_client_send(pt_client *base, int slot, uint64_t cookie, const voi
     }
     size_t body_sent = sent - FRAME_HDR;
     if (body_sent < len) {
-        if (tbuf_append(&c->out, (const uint8_t *)buf + body_sent, len - body_sent) < 0)
+        if (ref) {
+            c->ext = (const uint8_t *)buf + body_sent;
+            c->ext_len = len - body_sent;
+        } else if (tbuf_append(&c->out, (const uint8_t *)buf + body_sent, len - body_sent) < 0) {
             return -ENOMEM;
+        }
     }
-    if (tbuf_avail(&c->out)) {
+    if (conn_has_out(c)) {
         int r = conn_interest(tc->epfd, c, 1);
         if (r < 0) return r;
     }
     if (ring_push(c, cookie, len) < 0) return -ENOMEM;
     c->inflight_bytes += len;
     return 0;
+}
+
+static int tcp_client_send(pt_client *base, int slot, uint64_t cookie, const void *buf, size_t len)
+{
+    return client_send((tcp_client *)base, slot, cookie, buf, len, 0);
+}
+
+static void *tcp_client_get_buf(pt_client *base, int slot, size_t len)
+{
+    tcp_client *tc = (tcp_client *)base;
+    if (slot < 0) return NULL;
+    if (slot >= tc->nslots) {
+        int n = tc->nslots ? tc->nslots : 8;
+        while (n <= slot)
+            n *= 2;
+        uint8_t **b = realloc(tc->slot_buf, (size_t)n * sizeof(*b));
+        if (!b) return NULL;
+        tc->slot_buf = b;
+        size_t *cap = realloc(tc->slot_cap, (size_t)n * sizeof(*cap));
+        if (!cap) return NULL;
+        tc->slot_cap = cap;
+        for (int i = tc->nslots; i < n; i++) {
+            tc->slot_buf[i] = NULL;
+            tc->slot_cap[i] = 0;
+        }
+        tc->nslots = n;
+    }
+    if (tc->slot_cap[slot] < len || !tc->slot_buf[slot]) {
+        uint8_t *b = realloc(tc->slot_buf[slot], len ? len : 1);
+        if (!b) return NULL;
+        /* The bytes the copying path would send. */
+        memset(b, 0x5a, len);
+        tc->slot_buf[slot] = b;
+        tc->slot_cap[slot] = len ? len : 1;
+    }
+    return tc->slot_buf[slot];
+}
+
+static int tcp_client_send_buf(pt_client *base, int slot, uint64_t cookie, void *buf, size_t len)
+{
+    return client_send((tcp_client *)base, slot, cookie, buf, len, 1);
 }
 
 /* Moves complete response frames of c into out[]. */
@@ -254,7 +341,7 @@ static int tcp_client_poll(pt_client *base, uint64_t deadline, pt_completion *ou
         if (now >= deadline) return 0;
         int spinning = now < spin_end;
         cconn *c0 = &tc->conns[0];
-        if (tc->nconns == 1 && c0->rcount > 0 && tbuf_avail(&c0->out) == 0 &&
+        if (tc->nconns == 1 && c0->rcount > 0 && !conn_has_out(c0) &&
             deadline - now > 2ull * BLOCK_SLICE_MS * 1000000ull) {
             int r = client_read(c0, !spinning);
             if (r < 0) return r;
@@ -273,7 +360,7 @@ static int tcp_client_poll(pt_client *base, uint64_t deadline, pt_completion *ou
         for (int e = 0; e < nev; e++) {
             cconn *c = evs[e].data.ptr;
             if (evs[e].events & EPOLLOUT) {
-                int r = flush_out(c->fd, &c->out);
+                int r = client_flush(c);
                 if (r < 0) return r;
                 if (r == 0 && (r = conn_interest(tc->epfd, c, 0)) < 0) return r;
             }
@@ -302,12 +389,18 @@ static void tcp_client_destroy(pt_client *base)
         free(c->ring);
     }
     free(tc->conns);
+    for (int i = 0; i < tc->nslots; i++)
+        free(tc->slot_buf[i]);
+    free(tc->slot_buf);
+    free(tc->slot_cap);
     if (tc->epfd >= 0) close(tc->epfd);
     free(tc);
 }
 
 static const pt_client_ops tcp_client_ops = {
     .send = tcp_client_send,
+    .get_buf = tcp_client_get_buf,
+    .send_buf = tcp_client_send_buf,
     .poll = tcp_client_poll,
     .destroy = tcp_client_destroy,
 };
@@ -439,6 +532,19 @@ static int sconn_process(worker *w, sconn *c)
             }
             done += (size_t)r;
         }
+    }
+    if (done < end - start && tbuf_avail(&c->out) == 0 && end == c->in.len) {
+        /* The socket is full and the receive buffer holds exactly the
+         * frames to echo: it becomes the send buffer (no copy, as the Homa
+         * server's homa_msg_take + homa_reply_msg_owned). */
+        tbuf t = c->out;
+        c->out = c->in;
+        c->out.off = start + done;
+        c->in = t;
+        c->in.off = c->in.len = 0;
+        if (flush_out(c->fd, &c->out) < 0) return -1;
+        if (sconn_interest(w, c, tbuf_avail(&c->out) != 0) < 0) return -1;
+        return 0;
     }
     if (done < end - start) {
         if (tbuf_append(&c->out, c->in.p + start + done, end - start - done) < 0) return -1;
