@@ -12,20 +12,22 @@ import os
 from setuptools import Extension, setup
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+os.chdir(HERE)  # the relative paths below
 ROOT = os.path.dirname(HERE)
 
 if not os.path.isfile(os.path.join(ROOT, "include", "homa", "homa.h")):
     raise SystemExit("homa: build from a libhoma checkout (python/ next to src/ and include/)")
 
-# Every layer of libhoma, as src/CMakeLists.txt globs them.
+# Every layer of libhoma, as src/CMakeLists.txt globs them.  setuptools
+# wants paths relative to this directory.
 LIB_SOURCES = sorted(
-    p for layer in ("core", "util", "io", "rt", "coll")
+    os.path.relpath(p, HERE) for layer in ("core", "util", "io", "rt", "coll")
     for p in glob.glob(os.path.join(ROOT, "src", layer, "*.c")))
 
 ext = Extension(
     "homa._homa",
     sources=["src/homamodule.c"] + LIB_SOURCES,
-    include_dirs=[os.path.join(ROOT, "include"), os.path.join(ROOT, "src")],
+    include_dirs=["../include", "../src"],
     define_macros=[("_GNU_SOURCE", None)],
     extra_compile_args=["-std=c11", "-fvisibility=hidden"],
     libraries=["m"],

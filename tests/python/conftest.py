@@ -28,9 +28,17 @@ class DictStore:
             return self._d[key]
 
 
+# libhoma aborts an RPC whose peer was silent for 100 ms (timeout_ticks).  Ranks
+# as threads of one process, on a 2-core machine that runs other tests too,
+# can be starved that long; a dead rank is still detected by the
+# collectives' own timeout_ms.
+RT_CONFIG = {"timeout_ticks": 1000}
+
+
 def make_comms(n, faults=None, timeout_ms=20000, **options):
     """n communicators on 127.0.0.1, one runtime each (faults: a spec with {rank})."""
-    runtimes = [homa.Runtime(faults=faults.format(rank=r) if faults else None) for r in range(n)]
+    runtimes = [homa.Runtime(faults=faults.format(rank=r) if faults else None, config=RT_CONFIG)
+                for r in range(n)]
     socks = [homa.Socket(bind="127.0.0.1", runtime=rt) for rt in runtimes]
     eps = [s.endpoint for s in socks]
     comms = [homa.Communicator(r, n, eps, socket=socks[r], own_socket=True,

@@ -13,6 +13,7 @@ import torch.distributed as dist
 import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+import homa
 import homa.torch
 
 
@@ -46,10 +47,14 @@ def main():
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank,
                             world_size=world)
-    state = homa.torch.state(timeout_ms=20000)  # endpoints through the default store
+    # Endpoints through the default store.  A 1 s RPC timeout: the test
+    # machine may be busy.
+    rt = homa.Runtime(config={"timeout_ticks": 1000})
+    state = homa.torch.state(timeout_ms=20000, runtime=rt)
     homa_params, homa_loss = train(make_model(), state, steps, rank)
     buckets = state.buckets
     state.close()
+    rt.close()
     gloo_params, gloo_loss = train(make_model(), None, steps, rank)
     torch.save({"homa": homa_params, "gloo": gloo_params, "buckets": buckets,
                 "losses": (homa_loss, gloo_loss)}, f"{out}.{rank}.pt")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import homa
-from conftest import DictStore, run_ranks
+from conftest import RT_CONFIG, DictStore, run_ranks
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DTYPES = ["float32", "float16", "bfloat16", "int32", "int64"]
@@ -192,7 +192,7 @@ def test_allreduce_under_loss(ranks):
 
 def test_from_store_and_bytes_buffers():
     store = DictStore()
-    rts = [homa.Runtime() for _ in range(3)]
+    rts = [homa.Runtime(config=RT_CONFIG) for _ in range(3)]
     comms = [None] * 3
 
     def make(r):
