@@ -33,6 +33,9 @@ uint16_t homa_coll_f32_to_bf16(float f);
  * of zero in MAX/MIN, so callers pass the lower rank's value as a. */
 void homa_coll_reduce(void *dst, const void *a, const void *b, size_t n, homa_dtype dtype,
                       homa_redop op);
+/* 1: use only the portable kernels; 0: use CPU-specific ones (x86 F16C for
+ * float16) when the CPU has them, the default.  For tests. */
+void homa_coll_kernels_portable(int portable);
 /* dst[i] = dst[i] / divisor: float types divide in float32 and round to
  * dtype; integers truncate toward zero. */
 void homa_coll_avg_finish(void *dst, size_t n, homa_dtype dtype, uint32_t divisor);

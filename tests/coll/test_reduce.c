@@ -341,53 +341,58 @@ static int same_value(const uint8_t *x, const uint8_t *y, size_t i, homa_dtype d
     return isnan(get(x, i, dt)) && isnan(get(y, i, dt));
 }
 
+/* Both kernel sets: the portable one and the CPU-specific one (x86 F16C
+ * for float16, where the CPU has it). */
 static void homa_coll_reduce__all_types_and_aliasing(void **state)
 {
     (void)state;
     enum { N = 1031 };
-    for (int dt = HOMA_FLOAT32; dt <= HOMA_INT64; dt++) {
-        size_t es = homa_dtype_size((homa_dtype)dt);
-        for (int op = HOMA_SUM; op <= HOMA_MIN; op++) {
-            /* +1: unaligned element pointers */
-            uint8_t *a = malloc(N * es + 1), *b = malloc(N * es + 1), *d = malloc(N * es + 1),
-                    *want = malloc(N * es);
-            fill_random(a + 1, N, (homa_dtype)dt);
-            fill_random(b + 1, N, (homa_dtype)dt);
-            for (size_t i = 0; i < N; i++)
-                ref_op(want, a + 1, b + 1, i, (homa_dtype)dt, (homa_redop)op);
-            /* separate destination */
-            homa_coll_reduce(d + 1, a + 1, b + 1, N, (homa_dtype)dt, (homa_redop)op);
-            for (size_t i = 0; i < N; i++)
-                if (!same_value(d + 1, want, i, (homa_dtype)dt))
-                    fail_msg("dtype %d op %d element %zu", dt, op, i);
-            /* dst == a */
-            memcpy(d + 1, a + 1, N * es);
-            homa_coll_reduce(d + 1, d + 1, b + 1, N, (homa_dtype)dt, (homa_redop)op);
-            for (size_t i = 0; i < N; i++)
-                assert_true(same_value(d + 1, want, i, (homa_dtype)dt));
-            /* dst == b */
-            memcpy(d + 1, b + 1, N * es);
-            homa_coll_reduce(d + 1, a + 1, d + 1, N, (homa_dtype)dt, (homa_redop)op);
-            for (size_t i = 0; i < N; i++)
-                assert_true(same_value(d + 1, want, i, (homa_dtype)dt));
-            /* dst == a == b: a op a */
-            memcpy(d + 1, a + 1, N * es);
-            for (size_t i = 0; i < N; i++)
-                ref_op(want, a + 1, a + 1, i, (homa_dtype)dt, (homa_redop)op);
-            homa_coll_reduce(d + 1, d + 1, d + 1, N, (homa_dtype)dt, (homa_redop)op);
-            for (size_t i = 0; i < N; i++)
-                assert_true(same_value(d + 1, want, i, (homa_dtype)dt));
-            free(a);
-            free(b);
-            free(d);
-            free(want);
+    for (int pass = 0; pass < 2; pass++) {
+        homa_coll_kernels_portable(pass == 0);
+        for (int dt = HOMA_FLOAT32; dt <= HOMA_INT64; dt++) {
+            size_t es = homa_dtype_size((homa_dtype)dt);
+            for (int op = HOMA_SUM; op <= HOMA_MIN; op++) {
+                /* +1: unaligned element pointers */
+                uint8_t *a = malloc(N * es + 1), *b = malloc(N * es + 1), *d = malloc(N * es + 1),
+                        *want = malloc(N * es);
+                fill_random(a + 1, N, (homa_dtype)dt);
+                fill_random(b + 1, N, (homa_dtype)dt);
+                for (size_t i = 0; i < N; i++)
+                    ref_op(want, a + 1, b + 1, i, (homa_dtype)dt, (homa_redop)op);
+                /* separate destination */
+                homa_coll_reduce(d + 1, a + 1, b + 1, N, (homa_dtype)dt, (homa_redop)op);
+                for (size_t i = 0; i < N; i++)
+                    if (!same_value(d + 1, want, i, (homa_dtype)dt))
+                        fail_msg("dtype %d op %d element %zu", dt, op, i);
+                /* dst == a */
+                memcpy(d + 1, a + 1, N * es);
+                homa_coll_reduce(d + 1, d + 1, b + 1, N, (homa_dtype)dt, (homa_redop)op);
+                for (size_t i = 0; i < N; i++)
+                    assert_true(same_value(d + 1, want, i, (homa_dtype)dt));
+                /* dst == b */
+                memcpy(d + 1, b + 1, N * es);
+                homa_coll_reduce(d + 1, a + 1, d + 1, N, (homa_dtype)dt, (homa_redop)op);
+                for (size_t i = 0; i < N; i++)
+                    assert_true(same_value(d + 1, want, i, (homa_dtype)dt));
+                /* dst == a == b: a op a */
+                memcpy(d + 1, a + 1, N * es);
+                for (size_t i = 0; i < N; i++)
+                    ref_op(want, a + 1, a + 1, i, (homa_dtype)dt, (homa_redop)op);
+                homa_coll_reduce(d + 1, d + 1, d + 1, N, (homa_dtype)dt, (homa_redop)op);
+                for (size_t i = 0; i < N; i++)
+                    assert_true(same_value(d + 1, want, i, (homa_dtype)dt));
+                free(a);
+                free(b);
+                free(d);
+                free(want);
+            }
         }
     }
+    homa_coll_kernels_portable(0);
 }
 
-static void homa_coll_reduce__nan_and_zero(void **state)
+static void nan_and_zero(void)
 {
-    (void)state;
     float a[4] = {NAN, 1.0f, 2.0f, -0.0f}, b[4] = {1.0f, NAN, 3.0f, 0.0f}, d[4];
     homa_coll_reduce(d, a, b, 4, HOMA_FLOAT32, HOMA_MAX);
     assert_true(isnan(d[0]) && isnan(d[1]));
@@ -409,6 +414,22 @@ static void homa_coll_reduce__nan_and_zero(void **state)
     homa_coll_reduce(d, a, b, 1, (homa_dtype)9, HOMA_SUM);
     homa_coll_reduce(d, a, b, 1, HOMA_FLOAT32, (homa_redop)9);
     assert_true(d[0] == 7.0f);
+    /* half NaN and subnormals through the kernels (both kernel sets) */
+    uint16_t x[3] = {0x7d01, 0x0001, 0x03ff}, y[3] = {0x3c00, 0x0001, 0x0001}, z[3];
+    homa_coll_reduce(z, x, y, 3, HOMA_FLOAT16, HOMA_MAX);
+    assert_true((z[0] & 0x7c00) == 0x7c00 && (z[0] & 0x3ff) != 0);
+    homa_coll_reduce(z, x, y, 3, HOMA_FLOAT16, HOMA_SUM);
+    assert_int_equal(z[1], 0x0002);
+    assert_int_equal(z[2], 0x0400); /* largest subnormal + smallest = smallest normal */
+}
+
+static void homa_coll_reduce__nan_and_zero(void **state)
+{
+    (void)state;
+    homa_coll_kernels_portable(1);
+    nan_and_zero();
+    homa_coll_kernels_portable(0);
+    nan_and_zero();
 }
 
 static void homa_coll_avg_finish__types(void **state)
