@@ -301,6 +301,7 @@ const char *homa_drop_reason_name(int reason);
     X(retransmit_bytes, "payload bytes sent because of a RESEND")                                  \
     X(granted_bytes, "bytes granted by this host")                                                 \
     X(fifo_grants, "grants given to the oldest message (anti-starvation)")                         \
+    X(grants_merged, "GRANTs folded into one of the same RPC still waiting to be sent")            \
     X(client_rpcs, "client RPCs started")                                                          \
     X(client_completed, "client RPCs completed with a response")                                   \
     X(client_timeouts, "client RPCs aborted after timeout_ticks of silence")                       \
@@ -311,6 +312,7 @@ const char *homa_drop_reason_name(int reason);
     X(server_acked, "server RPCs freed after an ack")                                              \
     X(server_timeouts, "server RPCs freed after the client went silent")                           \
     X(peer_failures, "times a silent peer made all its RPCs fail")                                 \
+    X(timer_stalls, "timer runs a tick late or more (local stall, not counted as silence)")        \
     X(acks_piggybacked, "acks carried in DATA packets")                                            \
     X(pacer_stalls, "pulls that held data back for the pacer")                                     \
     X(cutoff_updates, "times the adaptive unscheduled cutoffs changed")                            \

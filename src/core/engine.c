@@ -319,13 +319,31 @@ static void tombs_expire(struct homa_engine *eng, uint64_t now)
 void homa_ctl_queue(struct homa_engine *eng, struct homa_rpc *rpc, const homa_addr *dst,
                     uint16_t sport, uint16_t dport, struct homa_wire_pkt *pkt)
 {
-    (void)rpc;
+    bool grant = pkt->type == HOMA_PKT_GRANT && rpc != NULL;
+    if (grant && rpc->grant_ctl != 0 && rpc->grant_ctl - 1 >= eng->ctl_seq &&
+        rpc->grant_ctl - 1 < eng->ctl_seq + eng->ctl_count) {
+        /* A GRANT of this RPC is still waiting to be pulled: a grant only
+         * moves forward, so the newer one replaces it (one packet where
+         * reading several DATA packets in a row would queue several). */
+        uint64_t k = rpc->grant_ctl - 1 - eng->ctl_seq;
+        struct homa_ctl *c = &eng->ctl[(eng->ctl_head + k) % HOMA_MAX_CTL_QUEUE];
+        if (c->type == HOMA_PKT_GRANT && c->sport == sport && c->dport == dport &&
+            memcmp(&c->dst, dst, sizeof(*dst)) == 0) {
+            pkt->sport = sport;
+            pkt->dport = dport;
+            c->hdr_len = (uint16_t)homa_wire_encode(pkt, c->hdr);
+            eng->ctr.grants_merged++;
+            return;
+        }
+    }
     if (eng->ctl_count == HOMA_MAX_CTL_QUEUE) {
         /* Bounded: under a flood the oldest control packet is dropped; the
          * protocol's timers recover from lost control packets anyway. */
         eng->ctl_head = (eng->ctl_head + 1) % HOMA_MAX_CTL_QUEUE;
         eng->ctl_count--;
+        eng->ctl_seq++;
     }
+    if (grant) rpc->grant_ctl = eng->ctl_seq + eng->ctl_count + 1;
     struct homa_ctl *c = &eng->ctl[(eng->ctl_head + eng->ctl_count) % HOMA_MAX_CTL_QUEUE];
     eng->ctl_count++;
     pkt->sport = sport;
@@ -815,8 +833,18 @@ void homa_engine_timer(homa_engine *eng, uint64_t now)
     if (!eng) return;
     eng->now = now;
     if (now < eng->next_tick) return;
+    /* Called more than a tick late: this host, not its peers, was stalled
+     * (descheduled, or the caller's lock holder preempted), and what the
+     * peers sent meanwhile may be waiting in our own receive queue.  That
+     * time must not count as their silence, or a local stall of a
+     * timeout's length fails every RPC with them. */
+    uint64_t late = 0;
+    if (eng->next_tick != 0 && now - eng->next_tick > eng->cfg.tick_ns) {
+        late = now - eng->next_tick - eng->cfg.tick_ns;
+        eng->ctr.timer_stalls++;
+    }
     eng->next_tick = now + eng->cfg.tick_ns;
-    homa_timer_run(eng, now);
+    homa_timer_run(eng, now, late);
     tombs_expire(eng, now);
     peers_reap(eng, now);
     homa_notify_tx(eng);

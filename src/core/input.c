@@ -646,12 +646,13 @@ static bool check_rpc(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t no
     return false;
 }
 
-void homa_timer_run(struct homa_engine *eng, uint64_t now)
+void homa_timer_run(struct homa_engine *eng, uint64_t now, uint64_t late)
 {
     struct hlist *n = eng->rpcs.next;
     while (n != &eng->rpcs) {
         struct homa_rpc *r = HOMA_CONTAINER(n, struct homa_rpc, all_node);
         n = n->next;
+        if (late) r->last_heard = now - r->last_heard > late ? r->last_heard + late : now;
         if (!check_rpc(eng, r, now)) continue;
         if (r->state == RPC_CLIENT_ACTIVE) {
             /* Restart the walk after a peer failure: it may free many RPCs. */

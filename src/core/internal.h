@@ -141,6 +141,7 @@ struct homa_rpc {
     uint64_t birth;
     uint64_t last_heard;  /* last packet from the peer that showed progress/liveness */
     uint64_t last_prodded; /* last RESEND/BUSY/NEED_ACK we sent */
+    uint64_t grant_ctl;    /* 1 + control-queue sequence number of our queued GRANT, 0 = none */
     struct homa_msgout out;
     struct homa_msgin in;
     struct hlist all_node;   /* eng->rpcs */
@@ -239,6 +240,7 @@ struct homa_engine {
     /* control queue (ring) */
     struct homa_ctl *ctl;
     uint32_t ctl_head, ctl_count;
+    uint64_t ctl_seq; /* sequence number of the entry at ctl_head */
 
     /* pacer */
     uint64_t nic_free_at;
@@ -314,7 +316,9 @@ void homa_cutoffs_observe(struct homa_engine *eng, uint32_t length);
 uint8_t homa_cutoffs_max_sched(const uint32_t *cutoffs, uint32_t num_priorities);
 
 /* input.c */
-void homa_timer_run(struct homa_engine *eng, uint64_t now);
+/* late: how much later than a tick after the previous run this one is (a
+ * local stall, not counted as silence). */
+void homa_timer_run(struct homa_engine *eng, uint64_t now, uint64_t late);
 
 static inline void homa_gauge_max(uint64_t *peak, uint64_t v)
 {

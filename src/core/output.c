@@ -235,6 +235,7 @@ int homa_engine_pull(homa_engine *eng, uint64_t now, homa_pkt_out *out, int max)
         p->payload_len = 0;
         eng->ctl_head = (eng->ctl_head + 1) % HOMA_MAX_CTL_QUEUE;
         eng->ctl_count--;
+        eng->ctl_seq++;
         pacer_account(eng, now, wire_bytes(eng, c->hdr_len, 0));
     }
     eng->pacer_blocked = false;

@@ -47,6 +47,8 @@
 #define TX_POLL_BUDGET (1u << 20)
 #define RX_CHUNK 64   /* packets per driver recv */
 #define RX_BUDGET 256 /* packets per socket per poll pass (fairness) */
+#define RX_BYTES_BUDGET (1u << 20) /* bytes per socket per poll pass */
+#define RX_TX_BYTES (128u << 10)   /* bytes read in place before transmitting */
 #define MAX_EVENTS 16
 #define IDLE_AFTER_NS 1000000000ull /* background thread stops ticking after 1 s idle */
 
@@ -442,25 +444,37 @@ static int poll_pass(homa_runtime *rt)
     for (int k = 0; k < n_socks; k++) {
         homa_io_sock *io = rt->poll_list[k];
         int got = 0;
-        while (got < RX_BUDGET) {
+        uint64_t bytes = 0, untx = 0;
+        while (got < RX_BUDGET && bytes < RX_BYTES_BUDGET) {
             pthread_mutex_unlock(&rt->lock);
             uint64_t now = now_ns();
             int n = rt->io->recv(io, now, rt->rx, RX_CHUNK);
             pthread_mutex_lock(&rt->lock);
             if (n <= 0) break;
+            int placed = 0;
             for (int i = 0; i < n; i++) {
                 homa_io_rx *p = &rt->rx[i];
-                if (!p->placed)
+                bytes += p->len;
+                untx += p->len;
+                if (!p->placed) {
                     homa_engine_input(rt->eng, now, &p->src, p->data, p->len);
-                else if (p->len > 0)
+                } else if (p->len > 0) {
                     homa_engine_place_end(rt->eng, now, p->data, HOMA_IO_PLACED_HDR, p->len);
-                else
+                    placed = 1;
+                } else {
                     homa_engine_place_cancel(rt->eng);
+                }
             }
             got += n;
+            /* A placed packet comes alone and more usually follow: read
+             * on, and send what they produced (grants, merged per RPC) once
+             * RX_TX_BYTES have come in or the socket is empty. */
+            if (placed && n == 1 && untx < RX_TX_BYTES) continue;
             tx_run(rt, TX_POLL_BUDGET);
-            if (n < RX_CHUNK) break;
+            untx = 0;
+            if (n < RX_CHUNK && !placed) break;
         }
+        if (untx > 0) tx_run(rt, TX_POLL_BUDGET);
         total += got;
     }
     /* Packets left by a transmission that reached its budget count as
@@ -756,8 +770,19 @@ int homa_runtime_create(const homa_runtime_options *opts_in, homa_runtime **out)
     homa_config defaults;
     homa_config_default(&defaults);
     uint32_t two = 2 * rt->cfg.max_payload;
-    if (rt->cfg.unsched_bytes == defaults.unsched_bytes && rt->cfg.unsched_bytes < two)
+    if (rt->cfg.unsched_bytes == defaults.unsched_bytes && rt->cfg.unsched_bytes < two) {
         rt->cfg.unsched_bytes = two;
+        /* With so few packets per window every DATA packet read triggers a
+         * GRANT and every GRANT releases one packet: per-packet system
+         * calls dominate (1 MB echo, loopback).  A window of four packets,
+         * with the GRANTs of packets read back to back merged into one,
+         * halves the GRANTs and lets the sender send two packets per call;
+         * max_incoming follows so that three such windows can be open. */
+        if (rt->cfg.grant_window == defaults.grant_window) rt->cfg.grant_window = 2 * two;
+        if (rt->cfg.max_incoming == defaults.max_incoming &&
+            rt->cfg.max_incoming < 6 * two)
+            rt->cfg.max_incoming = 6 * two;
+    }
 
     rt->busy_poll_ns = (uint64_t)o.busy_poll_us * 1000u;
     rt->spin_ns = rt->busy_poll_ns;

@@ -244,6 +244,44 @@ static void homa_engine_timer__dead_server_times_out(void **state)
     pair_destroy(&p);
 }
 
+static void homa_engine_timer__local_stall_is_not_silence(void **state)
+{
+    (void)state;
+    struct pair p;
+    setup_pair(&p, NULL);
+    uint64_t id;
+    assert_int_equal(
+        homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, "hello", 5, 0, &id), 0);
+    pair_settle(&p);
+    homa_engine_timer(p.e[0], p.now);
+    /* the client's timer does not run for 500 ms (its host was stalled):
+     * when it runs again the server has not been silent that long */
+    p.filter = drop_all_from_server;
+    p.now += 500 * MS;
+    homa_engine_timer(p.e[0], p.now);
+    homa_msg m;
+    assert_int_equal(homa_engine_recv(p.e[0], CPORT, HOMA_RECV_ANY, 0, &m), HOMA_ERR_AGAIN);
+    homa_counters c;
+    homa_engine_counters(p.e[0], &c);
+    assert_int_equal(c.timer_stalls, 1);
+    assert_int_equal(c.client_timeouts, 0);
+    /* with the timer running on time, a server that stays silent is
+     * declared dead after the usual timeout */
+    int ticks = 0;
+    while (homa_engine_recv(p.e[0], CPORT, HOMA_RECV_ANY, 0, &m) == HOMA_ERR_AGAIN) {
+        p.now += MS;
+        homa_engine_timer(p.e[0], p.now);
+        pair_step(&p, 0);
+        assert_true(++ticks <= 102);
+    }
+    assert_true(ticks >= 98);
+    assert_int_equal(m.error, HOMA_ERR_TIMEOUT);
+    homa_engine_release(p.e[0], &m);
+    homa_engine_counters(p.e[0], &c);
+    assert_int_equal(c.timer_stalls, 1);
+    pair_destroy(&p);
+}
+
 /* Captures the first DATA packet from the client to replay it later. */
 struct capture {
     uint8_t data[2000];
@@ -822,6 +860,7 @@ int main(void)
         cmocka_unit_test(homa_engine_send_request__large_when_max_raised),
         cmocka_unit_test(homa_engine_timer__resend_recovers_lost_data),
         cmocka_unit_test(homa_engine_timer__dead_server_times_out),
+        cmocka_unit_test(homa_engine_timer__local_stall_is_not_silence),
         cmocka_unit_test(homa_engine_input__duplicate_request_after_ack_not_redelivered),
         cmocka_unit_test(homa_engine_input__rpc_unknown_restarts_request),
         cmocka_unit_test(homa_engine_abort__frees_and_server_cleans_up),

@@ -26,9 +26,10 @@ static homa_addr host(int i)
     return a;
 }
 
-/* Delivers one DATA packet of a request (client id `cid`) from host h. */
-static int data(homa_engine *e, uint64_t now, int h, uint64_t cid, uint32_t msglen, uint32_t off,
-                uint32_t len)
+/* Delivers one DATA packet of a request (client id `cid`) from host h,
+ * the sender claiming `incoming` bytes may be sent without grants. */
+static int data_inc(homa_engine *e, uint64_t now, int h, uint64_t cid, uint32_t msglen,
+                    uint32_t off, uint32_t len, uint32_t incoming)
 {
     struct homa_wire_pkt p;
     memset(&p, 0, sizeof(p));
@@ -37,7 +38,7 @@ static int data(homa_engine *e, uint64_t now, int h, uint64_t cid, uint32_t msgl
     p.dport = PORT;
     p.sender_id = cid;
     p.u.data.message_length = msglen;
-    p.u.data.incoming = msglen < 40000 ? msglen : 40000;
+    p.u.data.incoming = incoming;
     p.u.data.offset = off;
     p.u.data.cutoff_version = 1;
     uint8_t buf[HOMA_MAX_HDR_LEN + sizeof(payload)];
@@ -45,6 +46,12 @@ static int data(homa_engine *e, uint64_t now, int h, uint64_t cid, uint32_t msgl
     memcpy(buf + hl, payload, len);
     homa_addr a = host(h);
     return homa_engine_input(e, now, &a, buf, hl + len);
+}
+
+static int data(homa_engine *e, uint64_t now, int h, uint64_t cid, uint32_t msglen, uint32_t off,
+                uint32_t len)
+{
+    return data_inc(e, now, h, cid, msglen, off, len, msglen < 40000 ? msglen : 40000);
 }
 
 /* Delivers the first n packets of a message: enough data that a grant is
@@ -213,6 +220,40 @@ static void homa_grant_check__fifo_grant_reaches_oldest(void **state)
     homa_engine_destroy(e);
 }
 
+static void homa_grant_check__queued_grant_replaced_by_newer(void **state)
+{
+    (void)state;
+    homa_config cfg;
+    homa_config_default(&cfg);
+    cfg.grant_fifo_permille = 0;
+    cfg.unsched_bytes = 2800;
+    cfg.grant_window = 2800; /* two packets: a grant after each packet */
+    homa_engine *e = make(&cfg);
+    /* Three packets read back to back: the GRANTs they trigger for the
+     * same RPC collapse into one, carrying the newest offset. */
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(data_inc(e, 0, 1, 2, 100000, (uint32_t)i * 1400, 1400, 2800), 0);
+    /* another RPC's grant in between is its own packet */
+    assert_int_equal(data_inc(e, 0, 2, 2, 100000, 0, 1400, 2800), 0);
+    assert_int_equal(data_inc(e, 0, 1, 2, 100000, 4200, 1400, 2800), 0);
+    struct grant_seen g[16];
+    int n = pull_grants(e, g, 16);
+    assert_int_equal(n, 2);
+    assert_int_equal(g[0].dst.bytes[15], 1);
+    assert_int_equal(g[0].offset, 4 * 1400 + 2800); /* received + window */
+    assert_int_equal(g[1].dst.bytes[15], 2);
+    homa_counters c;
+    homa_engine_counters(e, &c);
+    assert_true(c.grants_merged >= 3);
+    assert_int_equal(c.grant_out, 2);
+    /* once sent, the next grant is a new packet */
+    assert_int_equal(data_inc(e, 0, 1, 2, 100000, 5600, 1400, 2800), 0);
+    n = pull_grants(e, g, 16);
+    assert_int_equal(n, 1);
+    assert_int_equal(g[0].offset, 5 * 1400 + 2800);
+    homa_engine_destroy(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -221,6 +262,7 @@ int main(void)
         cmocka_unit_test(homa_grant_check__one_message_per_sender),
         cmocka_unit_test(homa_grant_check__overcommit_and_max_incoming),
         cmocka_unit_test(homa_grant_check__fifo_grant_reaches_oldest),
+        cmocka_unit_test(homa_grant_check__queued_grant_replaced_by_newer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
