@@ -13,7 +13,9 @@
  *   - a communicator runs one collective at a time: calls on one
  *     communicator from several threads are serialised (the second waits);
  *   - buffers belong to the caller and are only used during the call;
- *     sendbuf == recvbuf (in place) is allowed where noted.
+ *     sendbuf == recvbuf (in place) is allowed where noted;
+ *   - a call with count 0 returns at once and does not count (it need not
+ *     be matched on other ranks); with one rank every call is a copy.
  *
  * Failure: if a peer dies or stops participating, every call that needs it
  * returns HOMA_ERR_TIMEOUT within opts.timeout_ms (never hangs).  After any
@@ -66,7 +68,11 @@ typedef struct homa_comm_options {
      * this long (a peer dead or not calling).  Default 30,000 ms. */
     uint32_t timeout_ms;
     /* Payload bytes per message; buffers are cut in chunks of at most this
-     * size and several chunks are in flight at once.  Default 1 MiB. */
+     * size and several chunks are in flight at once.  Default 1 MiB.
+     * Clamped below the engine's max_message_length (the default engine
+     * config gives 999,936).  Pipelined algorithms use smaller chunks for
+     * mid-size buffers.  Must be the same on all ranks (so must
+     * small_bytes). */
     uint32_t chunk_bytes;
     /* Messages a rank keeps in flight to one peer.  Default 4. */
     uint32_t window;
@@ -83,9 +89,11 @@ void homa_comm_options_default(homa_comm_options *opts);
 /* Creates a communicator for rank `rank` of `nranks` (1..4096).  `self` is
  * the local socket, already open on the port that endpoints[rank] names;
  * the communicator uses it exclusively from now on but does not own it (close
- * it after homa_comm_destroy()).  endpoints[i] is rank i's endpoint (copied).
- * opts NULL = defaults.  Does not contact the peers.  Errors: HOMA_ERR_INVAL,
- * HOMA_ERR_NOMEM. */
+ * it after homa_comm_destroy()).  endpoints[i] is rank i's endpoint (copied;
+ * all distinct, port non-zero).  opts NULL = defaults; fields are taken
+ * literally (timeout_ms >= 1, chunk_bytes >= 8, window 1..1024), so start
+ * from homa_comm_options_default().  Does not contact the peers.  Errors:
+ * HOMA_ERR_INVAL, HOMA_ERR_NOMEM. */
 int homa_comm_create(homa_socket *self, int rank, int nranks, const homa_endpoint *endpoints,
                      const homa_comm_options *opts, homa_comm **out);
 

@@ -54,6 +54,19 @@ static int alloc_seen(struct coll_run *r, uint32_t nsteps, uint32_t nchunks)
     return r->seen ? 0 : HOMA_ERR_NOMEM;
 }
 
+/* Message size of the pipelined algorithms (rings, chain), for a region of
+ * `elems` elements that crosses every link: a sixteenth of it, so that
+ * filling and draining the pipeline costs little, but at least 64 KiB, so
+ * that per-message costs stay small, and at most chunk_bytes.  Depends only
+ * on arguments every rank shares. */
+static void pipeline_chunk(struct coll_run *r, uint64_t elems)
+{
+    uint64_t want = elems * r->esize / 16;
+    if (want < (64u << 10)) want = 64u << 10;
+    uint64_t e = want / r->esize;
+    if (e < r->chunk_elems) r->chunk_elems = (size_t)e;
+}
+
 /* A header's placement must be exactly what this rank computed. */
 static int placed(const struct coll_hdr *h, uint64_t off, uint64_t len)
 {
@@ -134,7 +147,9 @@ static int ring_allreduce_start(struct coll_run *r)
     homa_comm *c = r->c;
     int n = c->nranks, rank = c->rank;
     r->kind = COLL_K_ALLREDUCE_RING;
-    uint32_t nch = coll_nchunks(r, (r->count + (uint64_t)n - 1) / (uint64_t)n);
+    uint64_t segmax = (r->count + (uint64_t)n - 1) / (uint64_t)n;
+    pipeline_chunk(r, segmax);
+    uint32_t nch = coll_nchunks(r, segmax);
     int rc = alloc_seen(r, (uint32_t)(2 * n - 2), nch);
     if (rc != 0) return rc;
     r->expected = (uint64_t)nch * (uint64_t)(2 * n - 2);
@@ -362,6 +377,7 @@ int homa_broadcast(homa_comm *comm, void *buf, size_t count, homa_dtype dtype, i
             if (k > v && v + k < n) r.kids[r.nkids++] = mod(v + k + root, n);
     } else {
         r.kind = COLL_K_BCAST_CHAIN; /* a pipeline root -> root+1 -> ... */
+        pipeline_chunk(&r, count);
         r.parent = v == 0 ? -1 : mod(rank - 1, n);
         if (v + 1 < n) r.kids[r.nkids++] = mod(rank + 1, n);
     }
@@ -436,6 +452,7 @@ int homa_allgather(homa_comm *comm, const void *sendbuf, void *recvbuf, size_t c
         coll_end(&r);
         return 0;
     }
+    pipeline_chunk(&r, count);
     uint32_t nch = coll_nchunks(&r, count);
     rc = alloc_seen(&r, (uint32_t)(n - 1), nch);
     r.expected = (uint64_t)nch * (uint64_t)(n - 1);
@@ -509,6 +526,7 @@ int homa_reduce_scatter(homa_comm *comm, const void *sendbuf, void *recvbuf, siz
         coll_end(&r);
         return 0;
     }
+    pipeline_chunk(&r, count);
     uint32_t nch = coll_nchunks(&r, count);
     rc = alloc_seen(&r, (uint32_t)(n - 1), nch);
     r.expected = (uint64_t)nch * (uint64_t)(n - 1);
