@@ -312,6 +312,7 @@ const char *homa_drop_reason_name(int reason);
     X(server_acked, "server RPCs freed after an ack")                                              \
     X(server_timeouts, "server RPCs freed after the client went silent")                           \
     X(peer_failures, "times a silent peer made all its RPCs fail")                                 \
+    X(prods_deferred, "BUSY/NEED_ACK/RESEND prods put off: per-peer limit per tick")               \
     X(timer_stalls, "timer runs a tick late or more (local stall, not counted as silence)")        \
     X(acks_piggybacked, "acks carried in DATA packets")                                            \
     X(pacer_stalls, "pulls that held data back for the pacer")                                     \

@@ -138,6 +138,7 @@ struct homa_peer *homa_peer_get(struct homa_engine *eng, const homa_addr *addr, 
     memcpy(p->cutoffs, eng->cfg.unsched_cutoffs, sizeof(p->cutoffs));
     p->cutoff_version = 0;
     p->idle_since = eng->now;
+    p->last_heard = eng->now;
     size_t b = h & (eng->peer_nb - 1);
     p->hnext = eng->peer_tab[b];
     eng->peer_tab[b] = p;
@@ -844,6 +845,12 @@ void homa_engine_timer(homa_engine *eng, uint64_t now)
         eng->ctr.timer_stalls++;
     }
     eng->next_tick = now + eng->cfg.tick_ns;
+    eng->ticks++;
+    if (late) {
+        for (size_t i = 0; i < eng->peer_nb; i++)
+            for (struct homa_peer *p = eng->peer_tab[i]; p; p = p->hnext)
+                p->last_heard = now - p->last_heard > late ? p->last_heard + late : now;
+    }
     homa_timer_run(eng, now, late);
     tombs_expire(eng, now);
     peers_reap(eng, now);

@@ -222,6 +222,7 @@ static int data_accept(struct homa_engine *eng, uint64_t now, const homa_addr *s
     uint64_t local = pkt->sender_id ^ 1;
     struct homa_msgin *m = &rpc->in;
     rpc->last_heard = now;
+    rpc->peer->last_heard = now;
 
     /* The sender may have received grants we sent, or a RESEND raised its
      * budget: trust `incoming` only up to what we granted or the
@@ -452,6 +453,8 @@ int homa_engine_input(homa_engine *eng, uint64_t now, const homa_addr *src, cons
         if (rpc && (memcmp(&rpc->peer->addr, src, sizeof(*src)) != 0 || !rpc->port ||
                     rpc->port->num != pkt.dport))
             rpc = NULL;
+        /* Anything about one of our RPCs shows the peer is alive. */
+        if (rpc) rpc->peer->last_heard = now;
     }
     switch (pkt.type) {
     case HOMA_PKT_DATA:
@@ -576,6 +579,50 @@ static void request_missing(struct homa_engine *eng, struct homa_rpc *rpc, uint6
                     resend_prio(eng, rpc, m->recv_end));
 }
 
+/* Liveness prods (BUSY from a receiver that is not granting, NEED_ACK,
+ * RESEND for a response not started) say nothing new; sent per RPC, their
+ * number would grow with the backlog (a client with 1,000 requests queued
+ * at a server: 200,000 RESENDs and as many BUSYs a second).  So their
+ * interval grows with the number of RPCs with the peer beyond
+ * HOMA_PRODS_PER_PEER, and each tick at most that many go to one peer (the
+ * others wait for the next tick: no bursts, no starvation).  With so few
+ * prods an RPC's own silence proves nothing: it times out only when its
+ * peer as a whole has been silent (see check_rpc). */
+#define HOMA_PRODS_PER_PEER 16
+
+static uint64_t prod_interval(const struct homa_rpc *rpc, uint64_t base)
+{
+    uint32_t n = rpc->peer->num_rpcs;
+    if (n <= HOMA_PRODS_PER_PEER) return base;
+    return base * ((n + HOMA_PRODS_PER_PEER - 1) / HOMA_PRODS_PER_PEER);
+}
+
+/* Takes one prod from the peer's budget for this tick; false if spent. */
+static bool prod_allowed(struct homa_engine *eng, struct homa_peer *peer)
+{
+    if (peer->prod_tick != eng->ticks) {
+        peer->prod_tick = eng->ticks;
+        peer->prods_left = HOMA_PRODS_PER_PEER;
+    }
+    if (peer->prods_left == 0) {
+        eng->ctr.prods_deferred++;
+        return false;
+    }
+    peer->prods_left--;
+    return true;
+}
+
+/* Records a prod of rpc (counting the ones since it was last heard from). */
+static void note_prod(struct homa_rpc *rpc, uint64_t now)
+{
+    if (rpc->prod_base != rpc->last_heard) {
+        rpc->prod_base = rpc->last_heard;
+        rpc->prods = 0;
+    }
+    rpc->prods++;
+    rpc->last_prodded = now;
+}
+
 /* Per-RPC timer work; returns true if the peer must be declared dead. */
 static bool check_rpc(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t now)
 {
@@ -583,7 +630,14 @@ static bool check_rpc(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t no
     uint64_t silent = now - rpc->last_heard;
     uint64_t since_prod = now - rpc->last_prodded;
     uint64_t resend_after = (uint64_t)c->resend_ticks * c->tick_ns;
-    uint64_t resend_every = (uint64_t)c->resend_interval * c->tick_ns;
+    uint64_t resend_base = (uint64_t)c->resend_interval * c->tick_ns;
+    uint64_t resend_every = prod_interval(rpc, resend_base);
+    /* Dead: silent for a timeout, and either its peer was silent about
+     * everything too, or two prods of this RPC went unanswered. */
+    uint64_t timeout = (uint64_t)c->timeout_ticks * c->tick_ns;
+    bool ignored = rpc->prod_base == rpc->last_heard && rpc->prods >= 2 &&
+                   since_prod >= resend_base;
+    bool dead = silent >= timeout && (now - rpc->peer->last_heard >= timeout || ignored);
     struct homa_msgin *m = &rpc->in;
 
     switch (rpc->state) {
@@ -593,13 +647,13 @@ static bool check_rpc(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t no
     case RPC_SERVER_IN_SERVICE:
         return false;
     case RPC_SERVER_OUTGOING:
-        if (silent >= (uint64_t)c->timeout_ticks * c->tick_ns) return true;
+        if (dead) return true;
         if (homa_out_done(&rpc->out)) {
-            uint64_t every = (uint64_t)c->need_ack_ticks * c->tick_ns;
-            if (since_prod >= every) {
+            uint64_t every = prod_interval(rpc, (uint64_t)c->need_ack_ticks * c->tick_ns);
+            if (since_prod >= every && prod_allowed(eng, rpc->peer)) {
                 send_simple(eng, HOMA_PKT_NEED_ACK, rpc->id, &rpc->peer->addr, rpc->port->num,
                             rpc->peer_port);
-                rpc->last_prodded = now;
+                note_prod(rpc, now);
             }
         }
         return false;
@@ -619,29 +673,32 @@ static bool check_rpc(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t no
     if (holding) {
         /* We are the ones not granting: not silence.  Keep the sender alive. */
         rpc->last_heard = now;
-        if (since_prod >= resend_every) {
+        if (since_prod >= resend_every && prod_allowed(eng, rpc->peer)) {
             send_simple(eng, HOMA_PKT_BUSY, rpc->id, &rpc->peer->addr, rpc->port->num,
                         rpc->peer_port);
-            rpc->last_prodded = now;
+            rpc->last_prodded = now; /* no answer expected */
         }
         return false;
     }
-    if (silent >= (uint64_t)c->timeout_ticks * c->tick_ns) return true;
+    if (dead) return true;
     /* Holes that persist while other data keeps flowing are asked for
      * without waiting for silence: a long message would otherwise stall
      * once its grant window is full of holes. */
     if (m->active && m->num_gaps > 0 && c->gap_resend_ticks > 0 && silent < resend_after)
         request_missing(eng, rpc, now, false);
-    if (silent < resend_after || since_prod < resend_every) return false;
+    if (silent < resend_after) return false;
     if (m->active && (m->num_gaps > 0 || m->recv_end < m->granted)) {
+        /* Data we granted is missing: loss recovery, not a liveness prod. */
+        if (since_prod < (uint64_t)c->resend_interval * c->tick_ns) return false;
         request_missing(eng, rpc, now, true);
-        rpc->last_prodded = now;
+        note_prod(rpc, now);
     } else if (!m->active && !(rpc->id & 1)) {
+        if (since_prod < resend_every || !prod_allowed(eng, rpc->peer)) return false;
         /* No response yet: ask for its start.  The server retransmits, says
          * BUSY, or says RPC_UNKNOWN (then we restart the request). */
         send_resend(eng, rpc, 0, c->unsched_bytes ? c->unsched_bytes : c->max_payload,
                     (uint8_t)(c->num_priorities - 1));
-        rpc->last_prodded = now;
+        note_prod(rpc, now);
     }
     return false;
 }

@@ -142,6 +142,8 @@ struct homa_rpc {
     uint64_t last_heard;  /* last packet from the peer that showed progress/liveness */
     uint64_t last_prodded; /* last RESEND/BUSY/NEED_ACK we sent */
     uint64_t grant_ctl;    /* 1 + control-queue sequence number of our queued GRANT, 0 = none */
+    uint64_t prod_base;    /* last_heard when `prods` started counting */
+    uint32_t prods;        /* prods sent since last_heard == prod_base (unanswered) */
     struct homa_msgout out;
     struct homa_msgin in;
     struct hlist all_node;   /* eng->rpcs */
@@ -168,6 +170,9 @@ struct homa_peer {
     uint64_t cutoffs_sent_at;
     uint32_t num_rpcs;
     uint64_t idle_since;
+    uint64_t last_heard; /* last packet from it that found one of our RPCs */
+    uint64_t prod_tick;  /* timer tick of prods_left */
+    uint32_t prods_left; /* liveness prods it may still be sent this tick */
     uint32_t num_acks;
     struct homa_pending_ack acks[HOMA_PEER_MAX_ACKS];
 };
@@ -217,6 +222,7 @@ struct homa_engine {
 
     uint64_t next_client_id;
     uint64_t next_tick;
+    uint64_t ticks; /* timer runs so far */
     uint64_t now; /* latest time seen */
 
     /* hash tables */

@@ -282,6 +282,59 @@ static void homa_engine_timer__local_stall_is_not_silence(void **state)
     pair_destroy(&p);
 }
 
+static void homa_engine_timer__prods_bounded_with_backlog(void **state)
+{
+    (void)state;
+    struct pair p;
+    setup_pair(&p, NULL);
+    /* 200 requests wait at a server whose application is busy for a
+     * second: the client's RESENDs and the server's BUSYs must not grow
+     * with the backlog (one each per RPC every 5 ms would be 40,000), and
+     * no RPC may time out, the server being alive. */
+    enum { N = 200 };
+    static uint8_t req[100];
+    uint64_t ids[N];
+    for (int i = 0; i < N; i++)
+        assert_int_equal(homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, req,
+                                                  sizeof(req), (uint64_t)i, &ids[i]),
+                         0);
+    pair_settle(&p);
+    for (int t = 0; t < 1000; t++) pair_advance(&p, MS);
+    homa_counters c0, c1;
+    homa_engine_counters(p.e[0], &c0);
+    homa_engine_counters(p.e[1], &c1);
+    assert_int_equal(c0.client_timeouts, 0);
+    assert_true(c0.resend_out > 0);
+    assert_true(c0.resend_out <= 5000);
+    assert_true(c1.busy_out <= 5000);
+    /* now the server answers everything: all complete */
+    homa_msg m;
+    int served = 0;
+    while (homa_engine_recv(p.e[1], SPORT, HOMA_RECV_REQUEST, 0, &m) == 0) {
+        assert_int_equal(homa_engine_send_reply(p.e[1], p.now, SPORT, &m.peer, m.peer_port, m.id,
+                                                m.data, m.length),
+                         0);
+        homa_engine_release(p.e[1], &m);
+        served++;
+    }
+    assert_int_equal(served, N);
+    pair_settle(&p);
+    int done = 0;
+    while (homa_engine_recv(p.e[0], CPORT, HOMA_RECV_RESPONSE, 0, &m) == 0) {
+        assert_int_equal(m.error, 0);
+        homa_engine_release(p.e[0], &m);
+        done++;
+    }
+    assert_int_equal(done, N);
+    /* the server's RPCs wait for acks: NEED_ACKs are bounded too, and
+     * once acknowledged everything is freed */
+    for (int t = 0; t < 300; t++) pair_advance(&p, MS);
+    homa_engine_counters(p.e[1], &c1);
+    assert_int_equal(c1.rpcs_live, 0);
+    assert_true(c1.need_ack_out <= 2000);
+    pair_destroy(&p);
+}
+
 /* Captures the first DATA packet from the client to replay it later. */
 struct capture {
     uint8_t data[2000];
@@ -861,6 +914,7 @@ int main(void)
         cmocka_unit_test(homa_engine_timer__resend_recovers_lost_data),
         cmocka_unit_test(homa_engine_timer__dead_server_times_out),
         cmocka_unit_test(homa_engine_timer__local_stall_is_not_silence),
+        cmocka_unit_test(homa_engine_timer__prods_bounded_with_backlog),
         cmocka_unit_test(homa_engine_input__duplicate_request_after_ack_not_redelivered),
         cmocka_unit_test(homa_engine_input__rpc_unknown_restarts_request),
         cmocka_unit_test(homa_engine_abort__frees_and_server_cleans_up),
