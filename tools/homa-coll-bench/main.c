@@ -33,6 +33,7 @@ struct opts {
     homa_redop op;
     uint32_t chunk_bytes, window, small_bytes, timeout_ms;
     uint32_t rpc_timeout_ms; /* engine silence timeout; 0 = runtime default */
+    int busy_poll_us;        /* -1: 0 if the forked ranks outnumber the CPUs, else default */
     const char *host;
     const char *rendezvous;
     const char *json;
@@ -91,6 +92,9 @@ static void usage(FILE *f)
                "  --rpc-timeout-ms N Homa RPC silence timeout of each rank's runtime\n"
                "                     (config.timeout_ticks; default 1000, 0 = the runtime's\n"
                "                     own default of 100 ms)\n"
+               "  --busy-poll-us N   runtime busy_poll_us (default: 0 when the ranks forked\n"
+               "                     here outnumber the CPUs, else the runtime's 50;\n"
+               "                     HOMA_BUSY_POLL_US overrides)\n"
                "  --host ADDR        address of this host's ranks (default 127.0.0.1)\n"
                "  --rendezvous PATH  rendezvous file (default: a fresh temporary file)\n"
                "  --rank R           run only rank R (multi-host; needs --rendezvous)\n"
@@ -121,6 +125,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
      * host (4 ranks on 2 shared cores) for a dead one; 1 s as in the
      * runtime tests. */
     o->rpc_timeout_ms = 1000;
+    o->busy_poll_us = -1;
     static const struct option lo[] = {
         {"ranks", required_argument, 0, 'n'},
         {"min-bytes", required_argument, 0, 'a'},
@@ -139,6 +144,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
         {"json", required_argument, 0, 'j'},
         {"no-check", no_argument, 0, 'N'},
         {"rpc-timeout-ms", required_argument, 0, 'T'},
+        {"busy-poll-us", required_argument, 0, 'B'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -186,6 +192,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
             break;
         case 't':
             o->timeout_ms = (uint32_t)atoi(optarg);
+            break;
+        case 'B':
+            o->busy_poll_us = atoi(optarg);
+            if (o->busy_poll_us < 0) return -1;
             break;
         case 'T':
             o->rpc_timeout_ms = (uint32_t)atoi(optarg);
@@ -335,6 +345,14 @@ static int run_rank(const struct opts *o, int rank, const char *path)
         ro.config.timeout_ticks =
             (uint32_t)(((uint64_t)o->rpc_timeout_ms * 1000000ull + ro.config.tick_ns - 1) /
                        ro.config.tick_ns);
+    if (o->busy_poll_us >= 0) {
+        ro.busy_poll_us = (uint32_t)o->busy_poll_us;
+    } else if (o->rank < 0 && o->ranks > sysconf(_SC_NPROCESSORS_ONLN)) {
+        /* A spinning rank only delays the peer that shares its core. */
+        ro.busy_poll_us = 0;
+    }
+    const char *bp_env = getenv("HOMA_BUSY_POLL_US");
+    unsigned busy_poll = bp_env ? (unsigned)atoi(bp_env) : ro.busy_poll_us; /* as reported */
     int rc = homa_runtime_create(&ro, &rt);
     if (rc != 0) {
         fprintf(stderr, "rank %d: runtime: %s\n", rank, homa_strerror(rc));
@@ -429,11 +447,12 @@ static int run_rank(const struct opts *o, int rank, const char *path)
         r->busbw = r->algbw * 2.0 * (n - 1) / n;
         if (rank == 0) {
             if (nres == 1)
-                printf("# %d ranks, %s %s, chunk %u, window %u, small %u\n"
+                printf("# %d ranks, %s %s, chunk %u, window %u, small %u, busy poll %u us, "
+                       "rpc timeout %u ms\n"
                        "%12s %8s %12s %12s %12s %10s %10s\n",
                        n, dtype_names[o->dtype], op_names[o->op], o->chunk_bytes, o->window,
-                       o->small_bytes, "bytes", "iters", "median_us", "p99_us", "mean_us",
-                       "algbw_GB/s", "busbw_GB/s");
+                       o->small_bytes, busy_poll, o->rpc_timeout_ms, "bytes", "iters", "median_us",
+                       "p99_us", "mean_us", "algbw_GB/s", "busbw_GB/s");
             printf("%12zu %8d %12.1f %12.1f %12.1f %10.3f %10.3f\n", r->bytes, r->iters,
                    r->median_us, r->p99_us, r->mean_us, r->algbw, r->busbw);
             fflush(stdout);
@@ -447,9 +466,10 @@ static int run_rank(const struct opts *o, int rank, const char *path)
         } else {
             fprintf(f,
                     "{\"ranks\": %d, \"dtype\": \"%s\", \"op\": \"%s\", \"chunk_bytes\": %u, "
-                    "\"window\": %u, \"small_bytes\": %u, \"results\": [",
+                    "\"window\": %u, \"small_bytes\": %u, \"busy_poll_us\": %u, "
+                    "\"rpc_timeout_ms\": %u, \"results\": [",
                     n, dtype_names[o->dtype], op_names[o->op], o->chunk_bytes, o->window,
-                    o->small_bytes);
+                    o->small_bytes, busy_poll, o->rpc_timeout_ms);
             for (int i = 0; i < nres; i++)
                 fprintf(f,
                         "%s\n  {\"bytes\": %zu, \"iters\": %d, \"median_us\": %.2f, "
