@@ -72,9 +72,10 @@ def worker(args):
     if "homa" in backends:
         import homa
 
+        rt = homa.Runtime(config={"timeout_ticks": args.rpc_timeout_ms})
         comm = homa.Communicator.from_store(dist.distributed_c10d._get_default_store(), rank,
                                             world, host=args.host, key="bench",
-                                            timeout_ms=120000)
+                                            timeout_ms=120000, runtime=rt)
     for size in [parse_size(s) for s in args.sizes.split(",")]:
         n = size // 4
         arr = np.ones(n, dtype=np.float32)
@@ -113,6 +114,7 @@ def worker(args):
                 f"{b} {r[b]['median_us']:.0f} us" for b in backends), file=sys.stderr, flush=True)
     if comm is not None:
         comm.close()
+        rt.close()
     dist.barrier()
     dist.destroy_process_group()
     if rank == 0:
@@ -130,7 +132,8 @@ def launch(args):
                MASTER_PORT=str(port), OMP_NUM_THREADS="1")
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--sizes", args.sizes,
            "--warmup", str(args.warmup), "--scale", str(args.scale), "--backends",
-           args.backends, "--host", args.host, "--result", tmp]
+           args.backends, "--rpc-timeout-ms", str(args.rpc_timeout_ms), "--host", args.host,
+           "--result", tmp]
     print(f"allreduce benchmark: {args.ranks} ranks on loopback, float32 sum, "
           f"backends {args.backends}", file=sys.stderr)
     procs = [subprocess.Popen(cmd, env=dict(env, RANK=str(r))) for r in range(args.ranks)]
@@ -176,6 +179,9 @@ def main():
     ap.add_argument("--backends", default="homa,gloo", help="homa,gloo or one of them")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--scale", type=float, default=1.0, help="multiply the iteration counts")
+    ap.add_argument("--rpc-timeout-ms", type=int, default=1000,
+                    help="libhoma RPC timeout (engine timeout_ticks of 1 ms; libhoma's default "
+                         "100 ms is too short when ranks share few, busy cores)")
     ap.add_argument("--host", default="127.0.0.1",
                     help="address this rank's Homa socket binds (reachable by the others)")
     ap.add_argument("--json", help="also write the results here")
