@@ -21,7 +21,9 @@
  * returns HOMA_ERR_TIMEOUT within opts.timeout_ms (never hangs).  After any
  * error other than HOMA_ERR_INVAL the communicator is broken: later calls
  * return HOMA_ERR_STATE at once, and the only valid call is
- * homa_comm_destroy().
+ * homa_comm_destroy().  A rank whose communicator breaks tells the others,
+ * whose current call then fails at once (HOMA_ERR_TIMEOUT) instead of
+ * waiting out its timeout.
  *
  * Rendezvous: homa_comm_create() takes the endpoint of every rank, listed in
  * rank order (a launcher knows them, or they were exchanged through some

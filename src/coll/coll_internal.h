@@ -69,6 +69,10 @@ enum coll_kind {
     COLL_K_ALLGATHER = 5,
     COLL_K_REDUCE_SCATTER = 6,
     COLL_K_BARRIER = 7,
+    /* No payload: the sender's communicator broke during call `seq`; every
+     * call from seq on fails (passed on to rank + 2^k, so all ranks learn
+     * it within log2(n) hops and nobody waits out its timeout). */
+    COLL_K_ABORT = 8,
 };
 
 struct coll_hdr {

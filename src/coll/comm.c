@@ -636,12 +636,22 @@ static int hold(homa_comm *c, homa_msg *m, const struct coll_hdr *h)
 }
 
 /* Handles one incoming request.  Returns 1 if it made progress, 0 if not,
- * <0 on a local error. */
+ * <0 if the call must fail with that error (a local error, or a peer's
+ * notice that its communicator broke). */
 static int on_request(struct coll_run *r, homa_msg *m)
 {
     homa_comm *c = r->c;
     struct coll_hdr h;
     if (check_request(c, m, &h) != 0) {
+        drop(c, m);
+        return 0;
+    }
+    if (h.kind == COLL_K_ABORT) {
+        if (h.seq <= r->seq) { /* this call (or an earlier one) cannot complete */
+            answer(c, m);
+            return HOMA_ERR_TIMEOUT;
+        }
+        if (h.seq - r->seq <= COLL_MAX_AHEAD && hold(c, m, &h) == 0) return 0;
         drop(c, m);
         return 0;
     }
@@ -674,6 +684,14 @@ static int scan_held(struct coll_run *r, int *progress)
         size_t i = 0;
         while (i < c->nheld) {
             struct coll_held *hd = &c->held[i];
+            if (hd->hdr.kind == COLL_K_ABORT && hd->hdr.seq <= r->seq) {
+                homa_msg m = hd->msg;
+                c->held_per_src[hd->hdr.src]--;
+                memmove(&c->held[i], &c->held[i + 1], (c->nheld - i - 1) * sizeof(*c->held));
+                c->nheld--;
+                answer(c, &m);
+                return HOMA_ERR_TIMEOUT;
+            }
             if (hd->hdr.seq != r->seq) {
                 i++;
                 continue;
@@ -703,10 +721,47 @@ static int scan_held(struct coll_run *r, int *progress)
     return 0;
 }
 
+/* Tells ranks rank + 2^k that this communicator broke during call seq.
+ * Each rank that breaks does the same once, so the news reaches every rank
+ * within log2(n) hops at a cost of log2(n) messages per rank.  The RPCs
+ * stay listed so that homa_comm_destroy() aborts whatever is left. */
+static void notify_abort(homa_comm *c, uint64_t seq)
+{
+    for (int k = 1; k < c->nranks; k <<= 1) {
+        if (c->nrpcs == c->cap_rpcs) {
+            size_t ncap = c->cap_rpcs ? c->cap_rpcs * 2 : 64;
+            uint64_t *n = realloc(c->rpcs, ncap * sizeof(*n));
+            if (n == NULL) return;
+            c->rpcs = n;
+            c->cap_rpcs = ncap;
+        }
+        uint8_t *buf = malloc(COLL_HDR_SIZE);
+        if (buf == NULL) return;
+        struct coll_hdr h = {
+            .magic = COLL_MAGIC,
+            .version = COLL_VERSION,
+            .kind = COLL_K_ABORT,
+            .comm_id = c->comm_id,
+            .src = (uint32_t)c->rank,
+            .seq = seq,
+            .nranks = (uint32_t)c->nranks,
+        };
+        coll_hdr_encode(buf, &h);
+        int dst = (c->rank + k) % c->nranks;
+        uint64_t id = 0;
+        if (homa_send_owned(c->sock, &c->eps[dst], buf, COLL_HDR_SIZE, (uint64_t)dst, &id) != 0) {
+            free(buf);
+            continue;
+        }
+        c->rpcs[c->nrpcs++] = id;
+    }
+}
+
 int coll_fail(struct coll_run *r, int err)
 {
     r->c->broken = 1;
     comm_abandon(r->c);
+    notify_abort(r->c, r->seq);
     return err;
 }
 

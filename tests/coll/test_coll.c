@@ -849,6 +849,50 @@ static void test_hung_rank(void **state)
     }
 }
 
+/* One rank breaks (here: it calls with a different count, so nothing it
+ * sends or receives is accepted, and its own short timeout expires): its
+ * abort notice makes the others fail at once instead of after their own
+ * 20 s timeout. */
+struct abort_arg {
+    uint64_t elapsed_ms[MAXR];
+    int rc[MAXR], rc2[MAXR];
+};
+
+static int abort_rank(struct cluster *cl, int rank, void *arg)
+{
+    struct abort_arg *a = arg;
+    float v[1000];
+    fill_input(v, 1000, HOMA_FLOAT32, rank, 1);
+    uint64_t t0 = rt_now_ns();
+    a->rc[rank] =
+        homa_allreduce(cl->comm[rank], v, v, rank == 2 ? 999 : 1000, HOMA_FLOAT32, HOMA_SUM);
+    a->elapsed_ms[rank] = (rt_now_ns() - t0) / 1000000;
+    a->rc2[rank] = homa_barrier(cl->comm[rank]);
+    return 0;
+}
+
+static void test_abort_propagates(void **state)
+{
+    (void)state;
+    homa_comm_options co;
+    comm_opts(&co);
+    co.timeout_ms = 20000;
+    struct cluster cl;
+    cluster_up(&cl, 3, &co, NULL);
+    homa_comm_destroy(cl.comm[2]);
+    co.timeout_ms = 300;
+    assert_int_equal(homa_comm_create(cl.sock[2], 2, 3, cl.eps, &co, &cl.comm[2]), 0);
+    struct abort_arg a;
+    memset(&a, 0, sizeof(a));
+    run_ranks(&cl, abort_rank, &a);
+    for (int r = 0; r < 3; r++) {
+        assert_int_equal(a.rc[r], HOMA_ERR_TIMEOUT);
+        assert_true(a.elapsed_ms[r] < 300 + 2000 * SANITIZER_SLOWDOWN);
+        assert_int_equal(a.rc2[r], HOMA_ERR_STATE);
+    }
+    cluster_down(&cl);
+}
+
 /* A rank process killed with SIGKILL: the survivors (forked processes
  * too, rendezvous through a file) get HOMA_ERR_TIMEOUT within
  * timeout_ms + margin, then HOMA_ERR_STATE.  Runs first, before this
@@ -1142,6 +1186,7 @@ int main(void)
         cmocka_unit_test(test_rendezvous_file),
         cmocka_unit_test(test_rendezvous_errors),
         cmocka_unit_test(test_hung_rank),
+        cmocka_unit_test(test_abort_propagates),
         cmocka_unit_test(test_invalid_args),
         cmocka_unit_test(test_garbage),
     };
