@@ -171,6 +171,7 @@ const homa_config *homa_runtime_config(const homa_runtime *rt);
     X(recv_syscalls, "recvmmsg calls (including those that found nothing)")                        \
     X(poll_syscalls, "epoll_wait calls (a thread went to sleep)")                                  \
     X(wakeups, "eventfd writes to wake a sleeping thread")                                         \
+    X(spin_preempted, "busy polls cut short: the poller was preempted (CPUs oversubscribed)")      \
     X(tx_handoffs, "transmissions that hit their budget and left the rest to another thread")      \
     X(datagrams_out, "Homa packets sent (a GSO send counts each segment)")                         \
     X(datagrams_in, "Homa packets received (a GRO buffer counts each segment)")                    \

@@ -51,6 +51,7 @@
 #define RX_TX_BYTES (128u << 10)   /* bytes read in place before transmitting */
 #define MAX_EVENTS 16
 #define IDLE_AFTER_NS 1000000000ull /* background thread stops ticking after 1 s idle */
+#define SPIN_PREEMPTED_NS 200000ull /* a spin iteration this long was preempted */
 
 enum { POLLER_NONE = 0, POLLER_APP, POLLER_BG };
 
@@ -329,9 +330,10 @@ static void tx_handoff(homa_runtime *rt)
 }
 
 /* Pulls packets from the engine and transmits them until it has nothing
- * more to send now or `budget` bytes went out (then tx_more is set).  Called with rt->lock held; drops it around
- * the system calls.  If another thread is already transmitting, it will
- * pull whatever we added, so we return at once. */
+ * more to send now or `budget` bytes went out (then tx_more is set).
+ * Called with rt->lock held; drops it around the system calls.  If another
+ * thread is already transmitting, it will pull whatever we added, so we
+ * return at once. */
 static void tx_run(homa_runtime *rt, uint64_t budget)
 {
     if (rt->tx_busy) return;
@@ -571,10 +573,18 @@ static void app_poll(homa_runtime *rt, struct waiter *w, uint64_t deadline)
     uint64_t gen0 = s->ready_gen;
     uint64_t budget = spin_budget(rt);
     uint64_t spin_end = now_ns() + budget;
+    uint64_t prev = 0;
     int slept = 0;
+    /* Not spinning: a read now would find nothing (the answer to what we
+     * just sent takes a while) and epoll, level-triggered, returns at once
+     * if a socket is readable; so sleep first and save a system call. */
+    int sleep_first = budget == 0 && !rt->tx_more;
     for (;;) {
-        int n = poll_pass(rt);
-        if (s->ready_gen != gen0 || s->closing || rt->stop) break;
+        int n = 0;
+        if (!sleep_first) {
+            n = poll_pass(rt);
+            if (s->ready_gen != gen0 || s->closing || rt->stop) break;
+        }
         uint64_t now = now_ns();
         run_timers(rt, now);
         if (s->ready_gen != gen0) break;
@@ -582,21 +592,35 @@ static void app_poll(homa_runtime *rt, struct waiter *w, uint64_t deadline)
         if (n > 0) {
             if (!slept && budget > 0) spin_result(rt, 1);
             spin_end = now + budget;
+            prev = now;
             continue;
         }
         /* No sched_yield() while spinning: under the EEVDF scheduler a
          * yield pushes the spinner's deadline far back, and on a loaded
          * host the token holder then starved the whole runtime for tens of
-         * milliseconds (RPC timeouts in the stress test). */
-        if (now < spin_end) continue;
+         * milliseconds (RPC timeouts in the stress test).  But an empty
+         * pass takes a few microseconds: a much longer gap since the last
+         * one means we were preempted, i.e. the CPUs are oversubscribed and
+         * our spinning delays the peer we are waiting for: stop at once. */
+        if (now < spin_end && !sleep_first) {
+            if (prev == 0 || now - prev < SPIN_PREEMPTED_NS) {
+                prev = now;
+                continue;
+            }
+            rt->spin_ns = 0;
+            RT_CTR_ADD(rt, spin_preempted, 1);
+            slept = 1;
+        }
         if (budget > 0 && !slept) spin_result(rt, 0);
         slept = 1;
+        sleep_first = 0;
         /* Engine timers are the background thread's job; we only wake for
          * our own deadline and for packets held by fault injection. */
         poll_sleep(rt, min_u64(deadline, driver_deadline(rt)));
         if (s->ready_gen != gen0) return;
         budget = spin_budget(rt);
         spin_end = now_ns() + budget;
+        prev = 0;
     }
     if (!slept && budget > 0) spin_result(rt, 1);
 }
