@@ -425,7 +425,7 @@ static int cmd_ablate(struct cli *cl, const struct hsim_opts *base)
     }
     struct hsim_opts jobs[32];
     struct hsim_result res[32];
-    static char tags[32][48], labels[32][48];
+    static char tags[32][104], labels[32][48];
     int n = 0;
     char buf[512];
     snprintf(buf, sizeof(buf), "%s", vals);
@@ -466,7 +466,7 @@ static int cmd_ablate(struct cli *cl, const struct hsim_opts *base)
             fprintf(stderr, "homa-sim ablate: bad value %s\n", tok);
             return 2;
         }
-        snprintf(tags[n], sizeof(tags[n]), "[%s %s]", base->workload, labels[n]);
+        snprintf(tags[n], sizeof(tags[n]), "[%.50s %.47s]", base->workload, labels[n]);
         o->tag = tags[n];
         o->progress_s = cl->progress_s;
         n++;
