@@ -110,7 +110,10 @@ int homa_comm_create_file(const char *path, int rank, int nranks, const homa_end
                           const homa_comm_options *opts, homa_comm **out);
 
 /* Destroys the communicator (closes its socket if it owns it).  Must not be
- * called while a collective is running on it. */
+ * called while a collective is running on it.  After a clean finish it first
+ * waits, at most min(timeout_ms, 200 ms), until the replies this rank sent are
+ * acknowledged (homa_socket_linger()), so a peer whose last reply was lost
+ * still completes; a broken communicator is destroyed at once. */
 void homa_comm_destroy(homa_comm *comm);
 
 int homa_comm_rank(const homa_comm *comm);

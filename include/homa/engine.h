@@ -107,6 +107,10 @@ const homa_config *homa_engine_config(const homa_engine *eng);
 int homa_engine_port_open(homa_engine *eng, uint16_t port);
 /* Closes a port: aborts its RPCs and frees its unreleased messages. */
 int homa_engine_port_close(homa_engine *eng, uint64_t now, uint16_t port);
+/* Live RPCs of a port: client RPCs not yet completed and released, server
+ * RPCs whose reply the client has not acknowledged yet.  Returns the count
+ * or HOMA_ERR_NO_PORT / HOMA_ERR_INVAL. */
+int homa_engine_port_rpcs(const homa_engine *eng, uint16_t port);
 
 /* Starts a client RPC from local `port` to (dst, dport).  The engine copies
  * buf.  On success stores the RPC id (even) in *id.  Errors: HOMA_ERR_NO_PORT,

@@ -226,6 +226,14 @@ int homa_socket_bind(homa_runtime *rt, const homa_endpoint *local, homa_socket *
  * (data pointers become invalid), threads blocked in homa_recv() on it
  * return HOMA_ERR_SHUTDOWN.  The socket must not be used afterwards. */
 void homa_socket_close(homa_socket *s);
+/* Waits until every RPC of the socket is finished: its client RPCs
+ * completed (and their responses released) and the replies it sent
+ * acknowledged by their clients (the engine retransmits a lost reply only
+ * while the socket is open).  Call it before homa_socket_close() when the
+ * last thing a process does is answer a request.  Waits up to timeout_ns
+ * (HOMA_FOREVER allowed).  Returns 0, HOMA_ERR_AGAIN (RPCs still live at
+ * the deadline), HOMA_ERR_SHUTDOWN or HOMA_ERR_INVAL. */
+int homa_socket_linger(homa_socket *s, int64_t timeout_ns);
 /* The socket's port. */
 uint16_t homa_socket_port(const homa_socket *s);
 /* The socket's local endpoint (the bound address and port). */

@@ -246,7 +246,19 @@ static void comm_abandon(homa_comm *c)
 void homa_comm_destroy(homa_comm *comm)
 {
     if (comm == NULL) return;
+    /* After a clean finish, keep the socket open until our replies are
+     * acknowledged: a peer whose last reply was lost asks again, and only
+     * an open socket can answer (the engine retransmits it).  Not after a
+     * failure or with unanswered messages held: those RPCs live until
+     * their clients give up, so the wait would only run out. */
+    int linger = !comm->broken && comm->nheld == 0;
     comm_abandon(comm);
+    if (linger) {
+        /* Bounded: a peer that closed first never acknowledges, and a lost
+         * reply is asked for again within a few resend intervals. */
+        uint32_t ms = comm->timeout_ms < 200 ? comm->timeout_ms : 200;
+        (void)homa_socket_linger(comm->sock, (int64_t)ms * 1000000);
+    }
     if (comm->owns_sock) homa_socket_close(comm->sock);
     for (int p = 0; p < comm->nranks; p++)
         free(comm->peers[p].q);

@@ -229,6 +229,14 @@ int homa_engine_port_open(homa_engine *eng, uint16_t num)
     return 0;
 }
 
+int homa_engine_port_rpcs(const homa_engine *eng, uint16_t num)
+{
+    if (!eng) return HOMA_ERR_INVAL;
+    struct homa_port *port = homa_port_find((struct homa_engine *)eng, num);
+    if (!port) return HOMA_ERR_NO_PORT;
+    return port->num_rpcs > INT32_MAX ? INT32_MAX : (int)port->num_rpcs;
+}
+
 int homa_engine_port_close(homa_engine *eng, uint64_t now, uint16_t num)
 {
     if (!eng) return HOMA_ERR_INVAL;

@@ -1056,6 +1056,26 @@ void homa_socket_close(homa_socket *s)
     free(s);
 }
 
+int homa_socket_linger(homa_socket *s, int64_t timeout_ns)
+{
+    if (s == NULL || (timeout_ns < 0 && timeout_ns != HOMA_FOREVER)) return HOMA_ERR_INVAL;
+    homa_runtime *rt = s->rt;
+    uint64_t deadline = timeout_ns == HOMA_FOREVER ? UINT64_MAX : now_ns() + (uint64_t)timeout_ns;
+    for (;;) {
+        pthread_mutex_lock(&rt->lock);
+        int n = s->closing ? HOMA_ERR_SHUTDOWN : homa_engine_port_rpcs(rt->eng, s->port);
+        pthread_mutex_unlock(&rt->lock);
+        if (n <= 0) return n < 0 ? n : 0;
+        uint64_t now = now_ns();
+        if (now >= deadline) return HOMA_ERR_AGAIN;
+        /* Acks come within a few ticks (NEED_ACK after need_ack_ticks); a
+         * short sleep is simpler than a wakeup for this rare call. */
+        uint64_t nap = deadline - now < 1000000 ? deadline - now : 1000000;
+        struct timespec ts = {0, (long)nap};
+        nanosleep(&ts, NULL);
+    }
+}
+
 uint16_t homa_socket_port(const homa_socket *s)
 {
     return s->port;

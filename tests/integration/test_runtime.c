@@ -472,6 +472,40 @@ static void test_progress_while_computing(void **state)
     homa_runtime_destroy(srt);
 }
 
+/* homa_socket_linger: returns once the reply is acknowledged; times out
+ * while a request is still unanswered. */
+static void test_socket_linger(void **state)
+{
+    (void)state;
+    homa_runtime *srt = new_rt(), *crt = new_rt();
+    homa_socket *srv, *c;
+    assert_int_equal(homa_socket_open(srt, 0, &srv), 0);
+    assert_int_equal(homa_socket_open(crt, 0, &c), 0);
+    assert_int_equal(homa_socket_linger(NULL, 0), HOMA_ERR_INVAL);
+    assert_int_equal(homa_socket_linger(srv, -5), HOMA_ERR_INVAL);
+    assert_int_equal(homa_socket_linger(srv, 0), 0); /* nothing live */
+    homa_endpoint dst;
+    homa_endpoint_from_host("127.0.0.1", homa_socket_port(srv), &dst);
+    uint64_t id;
+    assert_int_equal(homa_send(c, &dst, "hello", 5, 0, &id), 0);
+    homa_msg m;
+    assert_int_equal(homa_recv(srv, HOMA_RECV_REQUEST, 0, 10 * SEC, &m), 0);
+    /* unanswered: the wait runs out */
+    assert_int_equal(homa_socket_linger(srv, 20000000), HOMA_ERR_AGAIN);
+    assert_int_equal(homa_reply_msg(srv, &m, "world", 5), 0);
+    homa_release(srv, &m);
+    homa_msg r;
+    assert_int_equal(homa_recv(c, HOMA_RECV_RESPONSE, id, 10 * SEC, &r), 0);
+    homa_release(c, &r);
+    assert_int_equal(homa_socket_linger(c, 0), 0);
+    /* the client acknowledges the reply within a few ticks */
+    assert_int_equal(homa_socket_linger(srv, 5 * SEC), 0);
+    homa_socket_close(c);
+    homa_socket_close(srv);
+    homa_runtime_destroy(crt);
+    homa_runtime_destroy(srt);
+}
+
 static void test_env_pcap_and_mtu(void **state)
 {
     (void)state;
@@ -712,6 +746,7 @@ int main(void)
         cmocka_unit_test(test_port_in_use_and_shared_engine),
         cmocka_unit_test(test_default_runtime),
         cmocka_unit_test(test_progress_while_computing),
+        cmocka_unit_test(test_socket_linger),
         cmocka_unit_test(test_env_pcap_and_mtu),
         cmocka_unit_test(test_default_payload),
         cmocka_unit_test(test_counter_names),

@@ -121,6 +121,41 @@ static void homa_engine_port_open__errors(void **state)
     homa_engine_destroy(e);
 }
 
+/* A port's live RPCs: the client's until its response is released, the
+ * server's until the client acknowledges the reply (NEED_ACK -> ACK). */
+static void homa_engine_port_rpcs__counts_until_acked(void **state)
+{
+    (void)state;
+    struct pair p;
+    setup_pair(&p, NULL);
+    assert_int_equal(homa_engine_port_rpcs(p.e[0], 12345), HOMA_ERR_NO_PORT);
+    assert_int_equal(homa_engine_port_rpcs(NULL, CPORT), HOMA_ERR_INVAL);
+    assert_int_equal(homa_engine_port_rpcs(p.e[0], CPORT), 0);
+    uint64_t id;
+    assert_int_equal(
+        homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, "abc", 3, 0, &id), 0);
+    assert_int_equal(homa_engine_port_rpcs(p.e[0], CPORT), 1);
+    pair_settle(&p);
+    assert_int_equal(homa_engine_port_rpcs(p.e[1], SPORT), 1);
+    homa_msg m;
+    assert_int_equal(homa_engine_recv(p.e[1], SPORT, HOMA_RECV_REQUEST, 0, &m), 0);
+    assert_int_equal(
+        homa_engine_send_reply(p.e[1], p.now, SPORT, &m.peer, m.peer_port, m.id, "d", 1), 0);
+    homa_engine_release(p.e[1], &m);
+    pair_settle(&p);
+    homa_msg r;
+    assert_int_equal(homa_engine_recv(p.e[0], CPORT, HOMA_RECV_RESPONSE, 0, &r), 0);
+    assert_int_equal(homa_engine_port_rpcs(p.e[0], CPORT), 1); /* not released yet */
+    homa_engine_release(p.e[0], &r);
+    assert_int_equal(homa_engine_port_rpcs(p.e[0], CPORT), 0);
+    /* the reply is not acknowledged yet: the server keeps it */
+    assert_int_equal(homa_engine_port_rpcs(p.e[1], SPORT), 1);
+    for (int i = 0; i < 10 && homa_engine_port_rpcs(p.e[1], SPORT) > 0; i++)
+        pair_advance(&p, MS);
+    assert_int_equal(homa_engine_port_rpcs(p.e[1], SPORT), 0);
+    pair_destroy(&p);
+}
+
 static void homa_engine_send_request__sizes(void **state)
 {
     (void)state;
@@ -909,6 +944,7 @@ int main(void)
         cmocka_unit_test(homa_config_validate__defaults_ok),
         cmocka_unit_test(homa_counter_name__all_named),
         cmocka_unit_test(homa_engine_port_open__errors),
+        cmocka_unit_test(homa_engine_port_rpcs__counts_until_acked),
         cmocka_unit_test(homa_engine_send_request__sizes),
         cmocka_unit_test(homa_engine_send_request__large_when_max_raised),
         cmocka_unit_test(homa_engine_timer__resend_recovers_lost_data),
