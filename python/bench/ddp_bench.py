@@ -99,6 +99,9 @@ def worker(args):
             opt.step()
             if step >= args.warmup:
                 times.append(time.perf_counter() - t0)
+            if rank == 0:  # progress, so a stalled configuration shows where it is
+                print(f"{backend} step {step}: {(time.perf_counter() - t0) * 1e3:.0f} ms",
+                      file=sys.stderr, flush=True)
         dist.barrier()
         if state is not None:
             state.close()

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# DDP step time on the cluster in a box: the Homa hook vs gloo, 4 ranks (one
+# per emulated host), without and then with a competing W4 RPC load.
+#
+#   sudo bash python/bench/ddp_cluster.sh            (needs root and a build in build/)
+#
+# Environment: RATE (link rate, tc syntax; default 200mbit, what 2 cores
+# carry for 4 hosts, see docs/cluster.md), LOAD (background load as a
+# fraction of the link rate; default 0.5), STEPS (timed steps per
+# configuration; default 10), MODEL (mlp or cnn; default mlp), RPC_TIMEOUT_MS
+# (libhoma RPC timeout of the ranks; default 5000: the emulation, the
+# training and the background share 2 cores), OUT (result directory;
+# default a temporary one, printed).
+#
+# Background: every host runs a homa-perf echo server and a W4 workload
+# client to the next host (a ring), each offering LOAD/2 of the link rate in
+# each direction, so every link carries LOAD x rate of payload: its host's
+# requests plus its answers to the previous host.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BUILD=${BUILD:-$ROOT/build}
+RATE=${RATE:-200mbit}
+LOAD=${LOAD:-0.5}
+STEPS=${STEPS:-10}
+MODEL=${MODEL:-mlp}
+RPC_TIMEOUT_MS=${RPC_TIMEOUT_MS:-5000}
+OUT=${OUT:-$(mktemp -d /tmp/ddp-cluster.XXXXXX)}
+NAME=ddp$$
+SUBNET=10.79.$(($$ % 200))
+HC="$ROOT/scripts/homa-cluster"
+PERF="$BUILD/tools/homa-perf"
+
+[[ $(id -u) -eq 0 ]] || { echo "ddp_cluster.sh: needs root (network namespaces)" >&2; exit 2; }
+[[ -x $PERF && -d $BUILD/python/homa ]] || { echo "ddp_cluster.sh: build first (cmake --build $BUILD)" >&2; exit 2; }
+
+BG_PIDS=()
+cleanup() {
+    local p
+    for p in ${BG_PIDS[@]+"${BG_PIDS[@]}"}; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    "$HC" down --name "$NAME" >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+"$HC" up --name "$NAME" --hosts 4 --rate "$RATE" --host-queues prio --subnet "$SUBNET" >/dev/null
+# link rate in Gbit/s for the background load
+gbit=$(python3 -c "
+import re,sys; m=re.fullmatch(r'([0-9.]+)(k|m|g)?bit','$RATE'); v=float(m.group(1))
+print(v*{'k':1e-6,'m':1e-3,'g':1,None:1e-9}[m.group(2)])")
+bg_gbps=$(python3 -c "print($gbit * $LOAD / 2)")
+
+run_ddp() { # tag
+    local tag=$1 port=$((29500 + RANDOM % 1000)) r pids=()
+    for r in 0 1 2 3; do
+        "$HC" exec --name "$NAME" $r env PYTHONPATH="$BUILD/python" HOMA_MTU=1500 \
+            GLOO_SOCKET_IFNAME=eth0 RANK=$r WORLD_SIZE=4 MASTER_ADDR="$SUBNET.1" \
+            MASTER_PORT=$port OMP_NUM_THREADS=1 /usr/bin/python3 \
+            "$ROOT/python/bench/ddp_bench.py" --worker --model "$MODEL" --steps "$STEPS" \
+            --warmup 2 --rpc-timeout-ms "$RPC_TIMEOUT_MS" --host "$SUBNET.$((r + 1))" --tag "$tag" --result "$OUT/$tag.json" \
+            >"$OUT/$tag-rank$r.log" 2>&1 &
+        pids+=($!)
+    done
+    for r in 0 1 2 3; do
+        wait "${pids[$r]}" || { echo "rank $r failed:"; tail -20 "$OUT/$tag-rank$r.log"; exit 1; }
+    done
+}
+
+echo "ddp_cluster: 4 hosts at $RATE, $MODEL, $STEPS steps; results in $OUT"
+echo "-- no background traffic"
+run_ddp idle
+echo "-- background: W4 over Homa, $LOAD of every link ($bg_gbps Gbit/s each way per host pair)"
+for h in 0 1 2 3; do
+    "$HC" exec --name "$NAME" $h env HOMA_MTU=1500 "$PERF" server --proto homa --port 4000 \
+        >"$OUT/bg-server$h.log" 2>&1 &
+    BG_PIDS+=($!)
+done
+sleep 1
+for h in 0 1 2 3; do
+    "$HC" exec --name "$NAME" $h env HOMA_MTU=1500 "$PERF" client --proto homa \
+        --server "$SUBNET.$(((h + 1) % 4 + 1)):4000" --test workload --workload w4 \
+        --gbps "$bg_gbps" --seconds 100000 >"$OUT/bg-client$h.log" 2>&1 &
+    BG_PIDS+=($!)
+done
+sleep 2
+run_ddp w4
+python3 - "$OUT" <<'EOF'
+import json, sys
+out = sys.argv[1]
+print(f"{'background':>12} | {'backend':>7} | {'median ms/step':>14} | {'p99 ms/step':>11}")
+for tag in ("idle", "w4"):
+    res = json.load(open(f"{out}/{tag}.json"))
+    for be, r in res.items():
+        print(f"{tag:>12} | {be:>7} | {r['median_ms']:14.1f} | {r['p99_ms']:11.1f}")
+EOF
