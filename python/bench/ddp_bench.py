@@ -85,7 +85,11 @@ def worker(args):
         model = DDP(make_model(args.model), bucket_cap_mb=args.bucket_mb)
         state = None
         if backend == "homa":
-            rt = homa.Runtime(config={"timeout_ticks": args.rpc_timeout_ms})
+            cfg = dict((k, int(v)) for k, v in
+                       (kv.split("=", 1) for kv in args.homa_config.split(",") if kv))
+            tick_ms = cfg.get("tick_ns", 1000000) / 1e6
+            cfg["timeout_ticks"] = max(1, int(args.rpc_timeout_ms / tick_ms))
+            rt = homa.Runtime(config=cfg)
             state = homa.torch.state(host=args.host, key=f"ddp-bench/{args.tag}",
                                      timeout_ms=120000, runtime=rt)
             model.register_comm_hook(state, homa.torch.allreduce_hook)
@@ -187,6 +191,9 @@ def main():
                     help="libhoma RPC timeout (engine timeout_ticks of 1 ms; libhoma's default "
                          "100 ms is too short when ranks share few, busy cores)")
     ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--homa-config", default="",
+                    help="engine settings for the ranks' runtime, e.g. "
+                         "unsched_bytes=2832,grant_window=2832,tick_ns=5000000")
     ap.add_argument("--background", metavar="WORKLOAD",
                     help="also run with competing homa-perf traffic of this workload (e.g. w4)")
     ap.add_argument("--gbps", type=float, default=0.5, help="background offered load")

@@ -4,7 +4,8 @@
 #
 #   sudo bash python/bench/ddp_cluster.sh            (needs root and a build in build/)
 #
-# Environment: RATE (link rate, tc syntax; default 200mbit, what 2 cores
+# Environment: SCALED (1, default: Homa windows and timer tick scaled to the
+# link as in `homa-perf cluster`; 0: libhoma's defaults), RATE (link rate, tc syntax; default 200mbit, what 2 cores
 # carry for 4 hosts, see docs/cluster.md), LOAD (background load as a
 # fraction of the link rate; default 0.5), STEPS (timed steps per
 # configuration; default 10), MODEL (mlp or cnn; default mlp), RPC_TIMEOUT_MS
@@ -26,6 +27,7 @@ STEPS=${STEPS:-10}
 MODEL=${MODEL:-mlp}
 RPC_TIMEOUT_MS=${RPC_TIMEOUT_MS:-5000}
 OUT=${OUT:-$(mktemp -d /tmp/ddp-cluster.XXXXXX)}
+mkdir -p "$OUT"
 NAME=ddp$$
 SUBNET=10.79.$(($$ % 200))
 HC="$ROOT/scripts/homa-cluster"
@@ -50,6 +52,19 @@ gbit=$(python3 -c "
 import re,sys; m=re.fullmatch(r'([0-9.]+)(k|m|g)?bit','$RATE'); v=float(m.group(1))
 print(v*{'k':1e-6,'m':1e-3,'g':1,None:1e-9}[m.group(2)])")
 bg_gbps=$(python3 -c "print($gbit * $LOAD / 2)")
+# Homa settings scaled to the link as in `homa-perf cluster` (docs/cluster.md):
+# windows of one 50 us round trip (at least 2 packets), max_incoming 8 of
+# them, a 5 ms timer tick.  libhoma's defaults are sized for fast links.
+win=$(python3 -c "import math; print(max(2, math.ceil($gbit * 1e9 * 50e-6 / 8 / 1416)) * 1416)")
+SCALED=${SCALED:-1}
+if [[ $SCALED == 1 ]]; then
+    CFG_COMMON="unsched_bytes=$win,grant_window=$win,max_incoming=$((8 * win))"
+    PERF_CFG=(--homa-config "$CFG_COMMON,tick_us=5000")
+    PY_CFG=(--homa-config "$CFG_COMMON,tick_ns=5000000")
+else
+    PERF_CFG=()
+    PY_CFG=()
+fi
 
 run_ddp() { # tag
     local tag=$1 port=$((29500 + RANDOM % 1000)) r pids=()
@@ -58,7 +73,7 @@ run_ddp() { # tag
             GLOO_SOCKET_IFNAME=eth0 RANK=$r WORLD_SIZE=4 MASTER_ADDR="$SUBNET.1" \
             MASTER_PORT=$port OMP_NUM_THREADS=1 /usr/bin/python3 \
             "$ROOT/python/bench/ddp_bench.py" --worker --model "$MODEL" --steps "$STEPS" \
-            --warmup 2 --rpc-timeout-ms "$RPC_TIMEOUT_MS" --host "$SUBNET.$((r + 1))" --tag "$tag" --result "$OUT/$tag.json" \
+            --warmup 2 --rpc-timeout-ms "$RPC_TIMEOUT_MS" ${PY_CFG[@]+"${PY_CFG[@]}"} --host "$SUBNET.$((r + 1))" --tag "$tag" --result "$OUT/$tag.json" \
             >"$OUT/$tag-rank$r.log" 2>&1 &
         pids+=($!)
     done
@@ -72,13 +87,13 @@ echo "-- no background traffic"
 run_ddp idle
 echo "-- background: W4 over Homa, $LOAD of every link ($bg_gbps Gbit/s each way per host pair)"
 for h in 0 1 2 3; do
-    "$HC" exec --name "$NAME" $h env HOMA_MTU=1500 "$PERF" server --proto homa --port 4000 \
+    "$HC" exec --name "$NAME" $h env HOMA_MTU=1500 "$PERF" server --proto homa --port 4000 ${PERF_CFG[@]+"${PERF_CFG[@]}"} \
         >"$OUT/bg-server$h.log" 2>&1 &
     BG_PIDS+=($!)
 done
 sleep 1
 for h in 0 1 2 3; do
-    "$HC" exec --name "$NAME" $h env HOMA_MTU=1500 "$PERF" client --proto homa \
+    "$HC" exec --name "$NAME" $h env HOMA_MTU=1500 "$PERF" client --proto homa ${PERF_CFG[@]+"${PERF_CFG[@]}"} \
         --server "$SUBNET.$(((h + 1) % 4 + 1)):4000" --test workload --workload w4 \
         --gbps "$bg_gbps" --seconds 100000 >"$OUT/bg-client$h.log" 2>&1 &
     BG_PIDS+=($!)
