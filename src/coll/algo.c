@@ -403,19 +403,34 @@ int homa_broadcast(homa_comm *comm, void *buf, size_t count, homa_dtype dtype, i
 
 /* --------------------------------------------------------------- allgather */
 
+/* Checks a ring message from the left neighbour for allgather and
+ * reduce-scatter: at step k it carries block rank-k-`shift` of count
+ * elements per block.  Sets the chunk's first element and element count
+ * within its block (*s, *l) and its byte range in the buffer (*off, *len);
+ * COLL_BAD for a message that does not belong (or a duplicate). */
+static int block_ring_range(struct coll_run *r, const struct coll_hdr *h, int shift, uint64_t *s,
+                            uint64_t *l, size_t *off, size_t *len)
+{
+    int n = r->c->nranks, rank = r->c->rank;
+    if (!same_call(r, h) || h->src != (uint32_t)mod(rank - 1, n) || h->step >= r->nsteps ||
+        h->chunk >= r->nchunks)
+        return COLL_BAD;
+    int blk = mod(rank - (int)h->step - shift, n);
+    chunk_range(r, r->count, h->chunk, s, l);
+    *off = (size_t)(((uint64_t)blk * r->count + *s) * r->esize);
+    *len = (size_t)(*l * r->esize);
+    if (!placed(h, *off, *len) || coll_mark_seen(r, h->step, h->chunk) != 0) return COLL_BAD;
+    return 0;
+}
+
 /* Step a: send block rank-a to the right, receive block rank-a-1. */
 static int allgather_msg(struct coll_run *r, const struct coll_hdr *h, homa_msg *m)
 {
     homa_comm *c = r->c;
     int n = c->nranks, rank = c->rank;
-    if (!same_call(r, h) || h->src != (uint32_t)mod(rank - 1, n) || h->step >= r->nsteps ||
-        h->chunk >= r->nchunks)
-        return COLL_BAD;
-    int blk = mod(rank - (int)h->step - 1, n);
     uint64_t s, l;
-    chunk_range(r, r->count, h->chunk, &s, &l);
-    size_t off = (size_t)(((uint64_t)blk * r->count + s) * r->esize), len = (size_t)(l * r->esize);
-    if (!placed(h, off, len) || coll_mark_seen(r, h->step, h->chunk) != 0) return COLL_BAD;
+    size_t off, len;
+    if (block_ring_range(r, h, 1, &s, &l, &off, &len) != 0) return COLL_BAD;
     if (len > 0) memcpy(r->rbuf + off, m->data + COLL_HDR_SIZE, len);
     if (h->step + 1 < r->nsteps) {
         uint8_t *fwd = homa_msg_take(c->sock, m);
@@ -476,14 +491,9 @@ static int rs_msg(struct coll_run *r, const struct coll_hdr *h, homa_msg *m)
 {
     homa_comm *c = r->c;
     int n = c->nranks, rank = c->rank;
-    if (!same_call(r, h) || h->src != (uint32_t)mod(rank - 1, n) || h->step >= r->nsteps ||
-        h->chunk >= r->nchunks)
-        return COLL_BAD;
-    int blk = mod(rank - (int)h->step - 2, n);
     uint64_t s, l;
-    chunk_range(r, r->count, h->chunk, &s, &l);
-    size_t off = (size_t)(((uint64_t)blk * r->count + s) * r->esize), len = (size_t)(l * r->esize);
-    if (!placed(h, off, len) || coll_mark_seen(r, h->step, h->chunk) != 0) return COLL_BAD;
+    size_t off, len;
+    if (block_ring_range(r, h, 2, &s, &l, &off, &len) != 0) return COLL_BAD;
     const uint8_t *in = m->data + COLL_HDR_SIZE;
     if (h->step + 1 < r->nsteps) {
         uint8_t *out = new_out(len);
