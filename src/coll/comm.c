@@ -145,19 +145,25 @@ static uint32_t comm_hash(int nranks, const homa_endpoint *eps)
     return h;
 }
 
+/* Checks rank/nranks and fills *o from opts (NULL = defaults); 0 if
+ * any of it is invalid. */
+static int create_args(int rank, int nranks, const homa_comm_options *opts, homa_comm_options *o)
+{
+    if (nranks < 1 || nranks > COLL_MAX_RANKS || rank < 0 || rank >= nranks) return 0;
+    if (opts != NULL)
+        *o = *opts;
+    else
+        homa_comm_options_default(o);
+    return opts_valid(o);
+}
+
 int homa_comm_create(homa_socket *self, int rank, int nranks, const homa_endpoint *endpoints,
                      const homa_comm_options *opts, homa_comm **out)
 {
     if (out != NULL) *out = NULL;
-    if (self == NULL || endpoints == NULL || out == NULL || nranks < 1 || nranks > COLL_MAX_RANKS ||
-        rank < 0 || rank >= nranks)
-        return HOMA_ERR_INVAL;
     homa_comm_options o;
-    if (opts != NULL)
-        o = *opts;
-    else
-        homa_comm_options_default(&o);
-    if (!opts_valid(&o)) return HOMA_ERR_INVAL;
+    if (self == NULL || endpoints == NULL || out == NULL || !create_args(rank, nranks, opts, &o))
+        return HOMA_ERR_INVAL;
     if (endpoints[rank].port != homa_socket_port(self)) return HOMA_ERR_INVAL;
     for (int i = 0; i < nranks; i++)
         if (endpoints[i].port == 0) return HOMA_ERR_INVAL;
@@ -373,15 +379,9 @@ int homa_comm_create_file(const char *path, int rank, int nranks, const homa_end
                           const homa_comm_options *opts, homa_comm **out)
 {
     if (out != NULL) *out = NULL;
-    if (path == NULL || local == NULL || out == NULL || nranks < 1 || nranks > COLL_MAX_RANKS ||
-        rank < 0 || rank >= nranks)
-        return HOMA_ERR_INVAL;
     homa_comm_options o;
-    if (opts != NULL)
-        o = *opts;
-    else
-        homa_comm_options_default(&o);
-    if (!opts_valid(&o)) return HOMA_ERR_INVAL;
+    if (path == NULL || local == NULL || out == NULL || !create_args(rank, nranks, opts, &o))
+        return HOMA_ERR_INVAL;
     /* Other ranks must be able to reach the address written to the file:
      * not the wildcard (:: or 0.0.0.0). */
     static const uint8_t any4[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 0, 0};
