@@ -59,6 +59,52 @@ static inline int tbuf_append(tbuf *b, const void *d, size_t n)
     return 0;
 }
 
+/* FIFO of requests in flight on one connection (responses come back in
+ * order): each entry is the request's cookie and length. */
+typedef struct reqfifo_entry {
+    uint64_t cookie;
+    size_t len;
+} reqfifo_entry;
+
+typedef struct reqfifo {
+    reqfifo_entry *e;
+    size_t head, count, cap;
+} reqfifo;
+
+static inline int reqfifo_push(reqfifo *f, uint64_t cookie, size_t len)
+{
+    if (f->count == f->cap) {
+        size_t ncap = f->cap ? 2 * f->cap : 16;
+        reqfifo_entry *e = malloc(ncap * sizeof(*e));
+        if (!e) return -1;
+        for (size_t i = 0; i < f->count; i++)
+            e[i] = f->e[(f->head + i) % f->cap];
+        free(f->e);
+        f->e = e;
+        f->cap = ncap;
+        f->head = 0;
+    }
+    f->e[(f->head + f->count) % f->cap] = (reqfifo_entry){cookie, len};
+    f->count++;
+    return 0;
+}
+
+/* Removes the oldest entry into *out; -1 if empty. */
+static inline int reqfifo_pop(reqfifo *f, reqfifo_entry *out)
+{
+    if (f->count == 0) return -1;
+    *out = f->e[f->head];
+    f->head = (f->head + 1) % f->cap;
+    f->count--;
+    return 0;
+}
+
+static inline void reqfifo_free(reqfifo *f)
+{
+    free(f->e);
+    memset(f, 0, sizeof(*f));
+}
+
 static inline uint32_t get_be32(const uint8_t *p)
 {
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];

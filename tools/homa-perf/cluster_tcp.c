@@ -34,11 +34,6 @@
 #define READ_CHUNK (256 * 1024)
 #define MAX_FRAME (1u << 30)
 
-typedef struct inflight {
-    uint64_t cookie;
-    size_t len;
-} inflight;
-
 enum { T_CLIENT, T_SERVER, T_LISTEN };
 
 typedef struct tconn {
@@ -47,8 +42,7 @@ typedef struct tconn {
     int want_out;
     int frozen; /* completions handed out by the last poll point into `in` */
     tbuf in, out;
-    inflight *q;
-    size_t qhead, qcount, qcap;
+    reqfifo q;      /* requests in flight, oldest first */
     uint64_t bytes; /* request bytes in flight */
 } tconn;
 
@@ -90,24 +84,6 @@ static int flush(int fd, tbuf *b)
     return 0;
 }
 
-static int q_push(tconn *c, uint64_t cookie, size_t len)
-{
-    if (c->qcount == c->qcap) {
-        size_t ncap = c->qcap ? 2 * c->qcap : 16;
-        inflight *q = malloc(ncap * sizeof(*q));
-        if (!q) return -1;
-        for (size_t i = 0; i < c->qcount; i++)
-            q[i] = c->q[(c->qhead + i) % c->qcap];
-        free(c->q);
-        c->q = q;
-        c->qcap = ncap;
-        c->qhead = 0;
-    }
-    c->q[(c->qhead + c->qcount) % c->qcap] = (inflight){cookie, len};
-    c->qcount++;
-    return 0;
-}
-
 static int ctcp_send(cluster_client *base, int dst, uint64_t cookie, const void *data, size_t len)
 {
     ctcp *t = (ctcp *)base;
@@ -144,7 +120,7 @@ static int ctcp_send(cluster_client *base, int dst, uint64_t cookie, const void 
         int r = set_interest(t->epfd, c, 1);
         if (r < 0) return r;
     }
-    if (q_push(c, cookie, len) < 0) return -ENOMEM;
+    if (reqfifo_push(&c->q, cookie, len) < 0) return -ENOMEM;
     c->bytes += len;
     return 0;
 }
@@ -156,10 +132,8 @@ static int parse(tconn *c, pt_completion *out, int max)
     while (n < max && c->in.len - c->in.off >= FRAME_HDR) {
         uint32_t len = get_be32(c->in.p + c->in.off);
         if (c->in.len - c->in.off < FRAME_HDR + (size_t)len) break;
-        if (c->qcount == 0) return -EPROTO;
-        inflight p = c->q[c->qhead];
-        c->qhead = (c->qhead + 1) % c->qcap;
-        c->qcount--;
+        reqfifo_entry p;
+        if (reqfifo_pop(&c->q, &p) < 0) return -EPROTO;
         c->bytes -= p.len;
         out[n].cookie = p.cookie;
         out[n].data = c->in.p + c->in.off + FRAME_HDR;
@@ -202,8 +176,7 @@ static void tconn_free(tconn *c)
     c->fd = -1;
     tbuf_free(&c->in);
     tbuf_free(&c->out);
-    free(c->q);
-    c->q = NULL;
+    reqfifo_free(&c->q);
 }
 
 static void srv_close(ctcp *t, tconn *c)

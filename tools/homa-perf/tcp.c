@@ -89,11 +89,6 @@ static void set_rcvtimeo(int fd, int ms)
 
 /* ---- Client ---------------------------------------------------------- */
 
-typedef struct pending {
-    uint64_t cookie;
-    size_t len;
-} pending;
-
 typedef struct cconn {
     int fd;
     int want_out; /* EPOLLOUT registered */
@@ -103,8 +98,7 @@ typedef struct cconn {
      * from the caller's buffer, after whatever is in `out`. */
     const uint8_t *ext;
     size_t ext_len;
-    pending *ring;
-    size_t rhead, rcount, rcap;
+    reqfifo ring; /* requests in flight, oldest first */
     uint64_t inflight_bytes;
 } cconn;
 
@@ -140,24 +134,6 @@ static int client_flush(cconn *c)
         c->ext += w;
         c->ext_len -= (size_t)w;
     }
-    return 0;
-}
-
-static int ring_push(cconn *c, uint64_t cookie, size_t len)
-{
-    if (c->rcount == c->rcap) {
-        size_t ncap = c->rcap ? 2 * c->rcap : 16;
-        pending *r = malloc(ncap * sizeof(*r));
-        if (!r) return -1;
-        for (size_t i = 0; i < c->rcount; i++)
-            r[i] = c->ring[(c->rhead + i) % c->rcap];
-        free(c->ring);
-        c->ring = r;
-        c->rcap = ncap;
-        c->rhead = 0;
-    }
-    c->ring[(c->rhead + c->rcount) % c->rcap] = (pending){cookie, len};
-    c->rcount++;
     return 0;
 }
 
@@ -227,7 +203,7 @@ static int client_send(tcp_client *tc, int slot, uint64_t cookie, const void *bu
         int r = conn_interest(tc->epfd, c, 1);
         if (r < 0) return r;
     }
-    if (ring_push(c, cookie, len) < 0) return -ENOMEM;
+    if (reqfifo_push(&c->ring, cookie, len) < 0) return -ENOMEM;
     c->inflight_bytes += len;
     return 0;
 }
@@ -280,10 +256,8 @@ static int client_parse(cconn *c, pt_completion *out, int max)
     while (n < max && tbuf_avail(&c->in) >= FRAME_HDR) {
         uint32_t len = get_be32(c->in.p + c->in.off);
         if (tbuf_avail(&c->in) < FRAME_HDR + (size_t)len) break;
-        if (c->rcount == 0) return -EPROTO;
-        pending p = c->ring[c->rhead];
-        c->rhead = (c->rhead + 1) % c->rcap;
-        c->rcount--;
+        reqfifo_entry p;
+        if (reqfifo_pop(&c->ring, &p) < 0) return -EPROTO;
         c->inflight_bytes -= p.len;
         out[n].cookie = p.cookie;
         out[n].data = c->in.p + c->in.off + FRAME_HDR;
@@ -341,7 +315,7 @@ static int tcp_client_poll(pt_client *base, uint64_t deadline, pt_completion *ou
         if (now >= deadline) return 0;
         int spinning = now < spin_end;
         cconn *c0 = &tc->conns[0];
-        if (tc->nconns == 1 && c0->rcount > 0 && !conn_has_out(c0) &&
+        if (tc->nconns == 1 && c0->ring.count > 0 && !conn_has_out(c0) &&
             deadline - now > 2ull * BLOCK_SLICE_MS * 1000000ull) {
             int r = client_read(c0, !spinning);
             if (r < 0) return r;
@@ -386,7 +360,7 @@ static void tcp_client_destroy(pt_client *base)
         if (c->fd >= 0) close(c->fd);
         tbuf_free(&c->in);
         tbuf_free(&c->out);
-        free(c->ring);
+        reqfifo_free(&c->ring);
     }
     free(tc->conns);
     for (int i = 0; i < tc->nslots; i++)
