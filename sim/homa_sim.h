@@ -162,6 +162,10 @@ struct hsim_result {
     double backlog_mb[20]; /* at 20 evenly spaced times in the window */
     double backlog_slope;  /* least-squares MB per ms over the window */
     double backlog_end_mb;
+    /* achieved load (as achieved_load) in each of the same 20 slices: shows
+     * whether a run has settled, which one window-wide figure cannot */
+    double load_slices[20];
+    double load_last_quarter; /* over the last 5 slices */
 
     int nfailures;
     struct hsim_failure failures[HSIM_MAX_FAILURES];

@@ -793,6 +793,13 @@ static double mean_of(const float *v, uint64_t n)
     return n ? sum / (double)n : 0;
 }
 
+/* DATA bytes received as they crossed the wire (payload, headers, framing):
+ * what achieved load counts. */
+static double data_wire(const homa_counters *c, const struct hsim_opts *o)
+{
+    return (double)c->bytes_in + (double)c->data_in * (HSIM_DATA_HDR + o->overhead_bytes);
+}
+
 static void progress(struct hsim *s, uint64_t wall0, uint64_t ev0)
 {
     double el = (double)(wall_ns() - wall0) / 1e9;
@@ -826,6 +833,7 @@ int hsim_run(struct hsim *s, struct hsim_result *r)
     bool started = false, ended = false;
     int nb = 0;
     const int NBL = 20;
+    double slice_b = 0; /* data_wire() at the start of the current slice */
     uint64_t meas_ns = s->t_end - s->t_start;
     const uint64_t chunk = 20000; /* 20 us of simulated time between checks */
     for (;;) {
@@ -837,10 +845,20 @@ int hsim_run(struct hsim *s, struct hsim_result *r)
             pkts_before = vs0.pkts_sent;
             vnet_reset_stats(net);
             sum_counters(s, &c0);
+            slice_b = data_wire(&c0, o);
         }
         while (started && meas_ns > 0 && nb < NBL &&
-               now >= s->t_start + meas_ns * (uint64_t)(nb + 1) / NBL)
-            r->backlog_mb[nb++] = (s->started_bytes - s->done_bytes) / 1e6;
+               now >= s->t_start + meas_ns * (uint64_t)(nb + 1) / NBL) {
+            r->backlog_mb[nb] = (s->started_bytes - s->done_bytes) / 1e6;
+            homa_counters ck;
+            sum_counters(s, &ck);
+            double b = data_wire(&ck, o);
+            uint64_t t0 = s->t_start + meas_ns * (uint64_t)nb / NBL;
+            uint64_t t1 = s->t_start + meas_ns * (uint64_t)(nb + 1) / NBL;
+            double slice_cap = (double)s->n * (double)o->host_bps / 8.0 * ((double)(t1 - t0) / 1e9);
+            r->load_slices[nb++] = slice_cap > 0 ? (b - slice_b) / slice_cap : 0;
+            slice_b = b;
+        }
         if (started && !ended && now >= s->t_end) {
             ended = true;
             sum_counters(s, &c1);
@@ -977,8 +995,7 @@ int hsim_run(struct hsim *s, struct hsim_result *r)
     /* network */
     double cap = (double)s->n * (double)o->host_bps / 8.0 * ((double)meas_ns / 1e9);
     if (meas_ns > 0 && ended) {
-        double dbytes = (double)(c1.bytes_in - c0.bytes_in) +
-                        (double)(c1.data_in - c0.data_in) * (HSIM_DATA_HDR + o->overhead_bytes);
+        double dbytes = data_wire(&c1, o) - data_wire(&c0, o);
         r->offered_load = s->offered_wire / cap;
         r->achieved_load = dbytes / cap;
         r->downlink_util = (double)down1 / ((double)s->n * (double)meas_ns);
@@ -1013,6 +1030,12 @@ int hsim_run(struct hsim *s, struct hsim_result *r)
         r->backlog_slope = den > 0 ? (nb * sxy - sx * sy) / den : 0;
     }
     r->backlog_end_mb = (s->started_bytes - s->done_bytes) / 1e6;
+    if (nb >= 5) {
+        double sum = 0;
+        for (int k = nb - 5; k < nb; k++)
+            sum += r->load_slices[k];
+        r->load_last_quarter = sum / 5;
+    }
 
     r->sim_s = (double)now / 1e9;
     r->events = vnet_events_processed(net) - ev0;

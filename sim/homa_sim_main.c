@@ -150,6 +150,12 @@ static void print_result(FILE *f, const struct hsim_result *r)
                 "  backlog (unfinished message bytes): %.2f MB at window start+5%%, %.2f MB at "
                 "its end, trend %+.4f MB/ms\n",
                 r->backlog_mb[0], r->backlog_mb[r->nbacklog - 1], r->backlog_slope);
+    if (r->nbacklog >= 5) {
+        fprintf(f, "  achieved load by twentieths of the window:");
+        for (int k = 0; k < r->nbacklog; k++)
+            fprintf(f, " %.3f", r->load_slices[k]);
+        fprintf(f, "\n  achieved load over the last quarter: %.3f\n", r->load_last_quarter);
+    }
     for (int i = 0; i < r->nfailures; i++) {
         const struct hsim_failure *x = &r->failures[i];
         fprintf(f,

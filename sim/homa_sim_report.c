@@ -162,6 +162,13 @@ void hsim_write_json(FILE *f, const struct hsim_result *r, bool with_wall)
     num(f, r->backlog_slope, "%.4f");
     fprintf(f, ",\n  \"backlog_end_mb\": ");
     num(f, r->backlog_end_mb, "%.3f");
+    fprintf(f, ",\n  \"achieved_load_slices\": [");
+    for (int k = 0; k < r->nbacklog; k++) {
+        if (k) fputs(", ", f);
+        num(f, r->load_slices[k], "%.4f");
+    }
+    fprintf(f, "],\n  \"achieved_load_last_quarter\": ");
+    num(f, r->load_last_quarter, "%.4f");
     fprintf(f, ",\n  \"failures\": [");
     for (int i = 0; i < r->nfailures; i++) {
         const struct hsim_failure *x = &r->failures[i];

@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -313,6 +314,15 @@ static void determinism__same_seed_same_json(void **state)
     assert_int_equal(r.failed, 0);
     assert_true(r.short_p50 >= 1.0 && r.short_p99 < 3.5);
     assert_true(r.all_p50 >= 1.0);
+    /* the load slices cover the window: their mean is the window's load */
+    assert_int_equal(r.nbacklog, 20);
+    double sum = 0;
+    for (int k = 0; k < 20; k++) {
+        assert_true(r.load_slices[k] > 0.2 && r.load_slices[k] < 0.9);
+        sum += r.load_slices[k];
+    }
+    assert_true(fabs(sum / 20 - r.achieved_load) < 0.002);
+    assert_non_null(strstr(a, "\"achieved_load_slices\": [0."));
     free(a);
     free(b);
     free(c);
