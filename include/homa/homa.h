@@ -115,8 +115,8 @@ int homa_faults_none(const homa_faults *f);
 #define HOMA_RT_NO_PLACE 8u
 
 typedef struct homa_runtime_options {
-    /* Engine configuration.  config.max_payload and config.link_bps are
-     * ignored: the two fields below set them.  An unsched_bytes left at its
+    /* Engine configuration.  config.max_payload is ignored (max_payload
+     * below sets it); config.link_bps is used when link_bps below is 0.  An unsched_bytes left at its
      * default but smaller than two packets is raised to 2 * max_payload
      * (with 64 KB loopback packets the default is less than one). */
     homa_config config;

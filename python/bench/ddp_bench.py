@@ -89,32 +89,39 @@ def worker(args):
                        (kv.split("=", 1) for kv in args.homa_config.split(",") if kv))
             tick_ms = cfg.get("tick_ns", 1000000) / 1e6
             cfg["timeout_ticks"] = max(1, int(args.rpc_timeout_ms / tick_ms))
-            rt = homa.Runtime(config=cfg)
+            rt = homa.Runtime(config=cfg, link_bps=args.link_bps)
             state = homa.torch.state(host=args.host, key=f"ddp-bench/{args.tag}",
                                      timeout_ms=120000, runtime=rt)
             model.register_comm_hook(state, homa.torch.allreduce_hook)
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
-        times = []
+        times, comm = [], []
         dist.barrier()
         for step in range(args.warmup + args.steps):
             t0 = time.perf_counter()
+            c0 = state.comm_seconds if state is not None else 0.0
             opt.zero_grad()
             nn.functional.cross_entropy(model(x), y).backward()
             opt.step()
             if step >= args.warmup:
                 times.append(time.perf_counter() - t0)
+                if state is not None:
+                    comm.append(state.comm_seconds - c0)
             if rank == 0:  # progress, so a stalled configuration shows where it is
                 print(f"{backend} step {step}: {(time.perf_counter() - t0) * 1e3:.0f} ms",
                       file=sys.stderr, flush=True)
         dist.barrier()
-        if state is not None:
-            state.close()
-            rt.close()
         results[backend] = {
             "median_ms": statistics.median(times) * 1e3,
             "p99_ms": percentile(times, 99) * 1e3,
             "steps": len(times),
         }
+        if state is not None:
+            # time inside the hook's allreduce calls per step (rank 0), and
+            # the engine counters that say whether packets were lost
+            results[backend]["comm_median_ms"] = statistics.median(comm) * 1e3
+            results[backend]["counters"] = rt.counters()
+            state.close()
+            rt.close()
     dist.destroy_process_group()
     if rank == 0:
         with open(args.result, "w") as f:
@@ -167,7 +174,8 @@ def run_once(args, tag):
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--model", args.model,
            "--steps", str(args.steps), "--warmup", str(args.warmup), "--batch", str(args.batch),
            "--bucket-mb", str(args.bucket_mb), "--backends", args.backends, "--host", args.host,
-           "--rpc-timeout-ms", str(args.rpc_timeout_ms), "--tag", tag, "--result", tmp]
+           "--rpc-timeout-ms", str(args.rpc_timeout_ms), "--homa-config", args.homa_config,
+           "--link-bps", str(args.link_bps), "--tag", tag, "--result", tmp]
     procs = [subprocess.Popen(cmd, env=dict(env, RANK=str(r))) for r in range(args.ranks)]
     rc = [p.wait() for p in procs]
     if any(rc):
@@ -194,6 +202,8 @@ def main():
     ap.add_argument("--homa-config", default="",
                     help="engine settings for the ranks' runtime, e.g. "
                          "unsched_bytes=2832,grant_window=2832,tick_ns=5000000")
+    ap.add_argument("--link-bps", type=int, default=0,
+                    help="pacer rate of the ranks' runtime in bit/s (0 = no pacing)")
     ap.add_argument("--background", metavar="WORKLOAD",
                     help="also run with competing homa-perf traffic of this workload (e.g. w4)")
     ap.add_argument("--gbps", type=float, default=0.5, help="background offered load")

@@ -11,7 +11,11 @@
 # configuration; default 10), MODEL (mlp or cnn; default mlp), RPC_TIMEOUT_MS
 # (libhoma RPC timeout of the ranks; default 5000: the emulation, the
 # training and the background share 2 cores), OUT (result directory;
-# default a temporary one, printed).
+# default a temporary one, printed), PHASES (default "idle w4": which runs),
+# PACE (1: libhoma's pacer at the link rate in the ranks and the background;
+# default 0), DDP_HOMA_CONFIG / BG_HOMA_CONFIG (replace the engine settings
+# of the ranks / of the background, key=value,... as --homa-config), PROBE
+# (1: also measure 100 B round trips, Homa and TCP, under the background).
 #
 # Background: every host runs a homa-perf echo server and a W4 workload
 # client to the next host (a ring), each offering LOAD/2 of the link rate in
@@ -24,6 +28,8 @@ BUILD=${BUILD:-$ROOT/build}
 RATE=${RATE:-200mbit}
 LOAD=${LOAD:-0.5}
 STEPS=${STEPS:-10}
+PHASES=${PHASES:-idle w4}
+PACE=${PACE:-0}
 MODEL=${MODEL:-mlp}
 RPC_TIMEOUT_MS=${RPC_TIMEOUT_MS:-5000}
 OUT=${OUT:-$(mktemp -d /tmp/ddp-cluster.XXXXXX)}
@@ -65,6 +71,14 @@ else
     PERF_CFG=()
     PY_CFG=()
 fi
+[[ -n ${DDP_HOMA_CONFIG:-} ]] && PY_CFG=(--homa-config "$DDP_HOMA_CONFIG")
+[[ -n ${BG_HOMA_CONFIG:-} ]] && PERF_CFG=(--homa-config "$BG_HOMA_CONFIG")
+LINK_BPS=0
+if [[ $PACE == 1 ]]; then
+    LINK_BPS=$(python3 -c "print(int($gbit * 1e9))")
+    bg_pace="link_mbps=$(python3 -c "print(int($gbit * 1e3))")"
+    if [[ ${#PERF_CFG[@]} -gt 0 ]]; then PERF_CFG[1]+=",$bg_pace"; else PERF_CFG=(--homa-config "$bg_pace"); fi
+fi
 
 run_ddp() { # tag
     local tag=$1 port=$((29500 + RANDOM % 1000)) r pids=()
@@ -73,7 +87,7 @@ run_ddp() { # tag
             GLOO_SOCKET_IFNAME=eth0 RANK=$r WORLD_SIZE=4 MASTER_ADDR="$SUBNET.1" \
             MASTER_PORT=$port OMP_NUM_THREADS=1 /usr/bin/python3 \
             "$ROOT/python/bench/ddp_bench.py" --worker --model "$MODEL" --steps "$STEPS" \
-            --warmup 2 --rpc-timeout-ms "$RPC_TIMEOUT_MS" ${PY_CFG[@]+"${PY_CFG[@]}"} --host "$SUBNET.$((r + 1))" --tag "$tag" --result "$OUT/$tag.json" \
+            --warmup 2 --rpc-timeout-ms "$RPC_TIMEOUT_MS" --link-bps "$LINK_BPS" ${PY_CFG[@]+"${PY_CFG[@]}"} --host "$SUBNET.$((r + 1))" --tag "$tag" --result "$OUT/$tag.json" \
             >"$OUT/$tag-rank$r.log" 2>&1 &
         pids+=($!)
     done
@@ -83,8 +97,11 @@ run_ddp() { # tag
 }
 
 echo "ddp_cluster: 4 hosts at $RATE, $MODEL, $STEPS steps; results in $OUT"
-echo "-- no background traffic"
-run_ddp idle
+if [[ " $PHASES " == *" idle "* ]]; then
+    echo "-- no background traffic"
+    run_ddp idle
+fi
+if [[ " $PHASES " == *" w4 "* ]]; then
 echo "-- background: W4 over Homa, $LOAD of every link ($bg_gbps Gbit/s each way per host pair)"
 for h in 0 1 2 3; do
     "$HC" exec --name "$NAME" $h env HOMA_MTU=1500 "$PERF" server --proto homa --port 4000 ${PERF_CFG[@]+"${PERF_CFG[@]}"} \
@@ -99,13 +116,37 @@ for h in 0 1 2 3; do
     BG_PIDS+=($!)
 done
 sleep 2
+if [[ ${PROBE:-0} == 1 ]]; then
+    # Round trips across the loaded network (host 0 -> host 2, not a ring
+    # neighbour): what a grant or an ack takes while the background runs.
+    for proto in homa tcp; do
+        "$HC" exec --name "$NAME" 2 env HOMA_MTU=1500 "$PERF" server --proto $proto --port 4100 \
+            ${PERF_CFG[@]+"${PERF_CFG[@]}"} >"$OUT/probe-server-$proto.log" 2>&1 &
+        probe_srv=$!
+        sleep 0.5
+        echo "-- probe: $proto 100 B round trips host 0 -> host 2 under the background"
+        "$HC" exec --name "$NAME" 0 env HOMA_MTU=1500 "$PERF" client --proto $proto \
+            ${PERF_CFG[@]+"${PERF_CFG[@]}"} --server "$SUBNET.3:4100" --test rtt --size 100 \
+            --seconds 3 2>&1 | tee "$OUT/probe-$proto.log" | grep -E "latency|errors" || true
+        kill "$probe_srv" 2>/dev/null || true
+        wait "$probe_srv" 2>/dev/null || true
+    done
+fi
 run_ddp w4
-python3 - "$OUT" <<'EOF'
+fi
+python3 - "$OUT" $PHASES <<'EOF'
 import json, sys
 out = sys.argv[1]
-print(f"{'background':>12} | {'backend':>7} | {'median ms/step':>14} | {'p99 ms/step':>11}")
-for tag in ("idle", "w4"):
+print(f"{'background':>12} | {'backend':>7} | {'median ms/step':>14} | {'p99 ms/step':>11} | "
+      f"{'in allreduce':>12} | rank 0 Homa counters")
+for tag in sys.argv[2:]:
     res = json.load(open(f"{out}/{tag}.json"))
     for be, r in res.items():
-        print(f"{tag:>12} | {be:>7} | {r['median_ms']:14.1f} | {r['p99_ms']:11.1f}")
+        extra = ""
+        if "counters" in r:
+            c = r["counters"]
+            extra = (f"{r['comm_median_ms']:9.1f} ms | data out {c['data_out']}, retransmitted "
+                     f"{c['retransmit_pkts']}, RESENDs out {c['resend_out']}, timer stalls "
+                     f"{c['timer_stalls']}, pacer stalls {c['pacer_stalls']}")
+        print(f"{tag:>12} | {be:>7} | {r['median_ms']:14.1f} | {r['p99_ms']:11.1f} | {extra}")
 EOF

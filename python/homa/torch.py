@@ -17,6 +17,7 @@ import datetime
 import os
 import queue
 import threading
+import time
 
 import torch
 import torch.distributed as dist
@@ -71,6 +72,7 @@ class DDPState:
         self.comm = comm
         self.op = op
         self.buckets = 0
+        self.comm_seconds = 0.0  # time spent inside allreduce, for profiling
         self._queue = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="homa-ddp", daemon=True)
         self._thread.start()
@@ -90,7 +92,9 @@ class DDPState:
                 return
             tensor, fut = item
             try:
+                t0 = time.perf_counter()
                 self.comm.allreduce(tensor, op=self.op)
+                self.comm_seconds += time.perf_counter() - t0
                 self.buckets += 1
             except Exception as exc:
                 fut.set_exception(exc)

@@ -781,7 +781,8 @@ int homa_runtime_create(const homa_runtime_options *opts_in, homa_runtime **out)
     rt->cfg = o.config;
     rt->cfg.max_payload =
         o.max_payload ? o.max_payload : payload_for_mtu(o.mtu ? o.mtu : host_mtu());
-    rt->cfg.link_bps = o.link_bps;
+    /* link_bps 0 leaves the config's rate (tools pass it as an engine key) */
+    rt->cfg.link_bps = o.link_bps ? o.link_bps : o.config.link_bps;
     /* The pacer must count what really crosses the link, not only Homa's
      * bytes: IPv6 + UDP headers and Ethernet framing (IPv4 is 20 bytes
      * less: pacing it as IPv6 errs on the safe side). */

@@ -580,6 +580,12 @@ static void test_default_payload(void **state)
     homa_socket_close(c);
     echo_stop(&e);
     homa_runtime_destroy(rt);
+    /* link_bps 0 keeps the rate given in the engine config */
+    o.link_bps = 0;
+    o.config.link_bps = 200000000ull;
+    assert_int_equal(homa_runtime_create(&o, &rt), 0);
+    assert_int_equal(homa_runtime_config(rt)->link_bps, 200000000ull);
+    homa_runtime_destroy(rt);
 }
 
 static void test_cutoffs(void **state)

@@ -76,6 +76,8 @@ int cluster_homa_apply(const char *spec, homa_config *cfg, char *err, size_t err
             cfg->pacer_bypass_bytes = u;
         else if (strcmp(item, "gap_resend_ticks") == 0)
             cfg->gap_resend_ticks = u;
+        else if (strcmp(item, "link_mbps") == 0)
+            cfg->link_bps = (uint64_t)u * 1000000; /* pacer rate */
         else {
             snprintf(err, errlen, "--homa-config: unknown key '%s'", item);
             return -1;
