@@ -13,7 +13,9 @@
 # training and the background share 2 cores), OUT (result directory;
 # default a temporary one, printed), PHASES (default "idle w4": which runs),
 # PACE (1: libhoma's pacer at the link rate in the ranks and the background;
-# default 0), DDP_HOMA_CONFIG / BG_HOMA_CONFIG (replace the engine settings
+# default 0), DDP_WINDOWS (bulk, default: the ranks' engines keep 64-packet
+# grants and 1 MB in flight; rtt: the background's round-trip windows),
+# DDP_HOMA_CONFIG / BG_HOMA_CONFIG (replace the engine settings
 # of the ranks / of the background, key=value,... as --homa-config), PROBE
 # (1: also measure 100 B round trips, Homa and TCP, under the background).
 #
@@ -67,6 +69,16 @@ if [[ $SCALED == 1 ]]; then
     CFG_COMMON="unsched_bytes=$win,grant_window=$win,max_incoming=$((8 * win))"
     PERF_CFG=(--homa-config "$CFG_COMMON,tick_us=5000")
     PY_CFG=(--homa-config "$CFG_COMMON,tick_ns=5000000")
+    if [[ ${DDP_WINDOWS:-bulk} == bulk ]]; then
+        # The ranks move megabytes per step through ports the background
+        # also fills.  Their own engine knows nothing of the background's
+        # messages (another process, another engine), so their in-flight
+        # budget must cover the queue those messages build, not an idle
+        # round trip: 64-packet grants and 1 MB in flight (measured in
+        # docs/python.md: with the round-trip windows above the hook took
+        # 1.5-1.6x gloo's step time under the background, with these 0.8x).
+        PY_CFG=(--homa-config "unsched_bytes=$win,grant_window=$((64 * 1416)),max_incoming=1000000,tick_ns=5000000")
+    fi
 else
     PERF_CFG=()
     PY_CFG=()

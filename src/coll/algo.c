@@ -117,9 +117,12 @@ static int ring_msg(struct coll_run *r, const struct coll_hdr *h, homa_msg *m)
     const uint8_t *in = m->data + COLL_HDR_SIZE;
     int right = mod(rank + 1, n), rc = 0;
     if (k < (uint32_t)(n - 2)) {
-        /* Partial sum: reduce straight into the next message. */
-        uint8_t *out = new_out(len);
-        if (out == NULL) return HOMA_ERR_NOMEM;
+        /* Partial sum: reduce into the received message itself and forward
+         * it (no allocation; a fresh one only if the bytes cannot be taken). */
+        uint8_t *out = homa_msg_take(c->sock, m);
+        if (out != NULL) in = out + COLL_HDR_SIZE;
+        else if ((out = new_out(len)) == NULL)
+            return HOMA_ERR_NOMEM;
         homa_coll_reduce(out + COLL_HDR_SIZE, in, r->sbuf + off, (size_t)l, r->dtype, r->op);
         rc = coll_enqueue(r, right, k + 1, h->chunk, off, NULL, out, len);
     } else if (k == (uint32_t)(n - 2)) {

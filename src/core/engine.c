@@ -405,11 +405,49 @@ struct homa_rpc *homa_rpc_new_server(struct homa_engine *eng, uint64_t id, struc
     return r;
 }
 
-void homa_free_outbuf(struct homa_engine *eng, uint8_t *buf)
+uint8_t *homa_buf_get(struct homa_engine *eng, uint32_t len)
+{
+    if (len >= HOMA_BUFCACHE_MIN) {
+        /* Newest first (warmest); a close fit only, so a small message
+         * does not pin a large buffer. */
+        for (uint32_t i = eng->bufcache_n; i-- > 0;) {
+            uint32_t cap = eng->bufcache[i].cap;
+            if (cap < len || cap - len > len / 8) continue;
+            uint8_t *b = eng->bufcache[i].buf;
+            eng->bufcache_bytes -= cap;
+            eng->bufcache[i] = eng->bufcache[--eng->bufcache_n];
+            return b;
+        }
+    }
+    return malloc(len ? len : 1);
+}
+
+void homa_buf_put(struct homa_engine *eng, uint8_t *buf, uint32_t cap)
+{
+    if (!buf) return;
+    if (cap < HOMA_BUFCACHE_MIN || cap > HOMA_BUFCACHE_BYTES / 2) {
+        free(buf);
+        return;
+    }
+    /* Full: drop the oldest entry. */
+    while (eng->bufcache_n > 0 && (eng->bufcache_n == HOMA_BUFCACHE_SLOTS ||
+                                   eng->bufcache_bytes + cap > HOMA_BUFCACHE_BYTES)) {
+        free(eng->bufcache[0].buf);
+        eng->bufcache_bytes -= eng->bufcache[0].cap;
+        memmove(&eng->bufcache[0], &eng->bufcache[1],
+                --eng->bufcache_n * sizeof(eng->bufcache[0]));
+    }
+    eng->bufcache[eng->bufcache_n].buf = buf;
+    eng->bufcache[eng->bufcache_n].cap = cap;
+    eng->bufcache_n++;
+    eng->bufcache_bytes += cap;
+}
+
+void homa_free_outbuf(struct homa_engine *eng, uint8_t *buf, uint32_t cap)
 {
     if (!buf) return;
     if (eng->tx_pins == 0) {
-        free(buf);
+        homa_buf_put(eng, buf, cap);
         return;
     }
     if (eng->deferred_n == eng->deferred_cap) {
@@ -435,6 +473,8 @@ void homa_in_destroy(struct homa_engine *eng, struct homa_rpc *rpc)
         eng->place_orphan = rpc->in.buf;
         rpc->in.buf = NULL;
     }
+    homa_buf_put(eng, rpc->in.buf, rpc->in.length);
+    rpc->in.buf = NULL;
     homa_msgin_destroy(&rpc->in);
 }
 
@@ -458,7 +498,7 @@ void homa_rpc_free(struct homa_engine *eng, struct homa_rpc *rpc)
     hlist_del(&rpc->all_node);
     hlist_del(&rpc->ready_node);
     homa_out_remove(eng, rpc);
-    homa_free_outbuf(eng, rpc->out.buf);
+    homa_free_outbuf(eng, rpc->out.buf, rpc->out.length);
     rpc->out.buf = NULL;
     rpc->out.active = false;
     rpc->peer->num_rpcs--;
@@ -581,6 +621,7 @@ void homa_engine_destroy(homa_engine *eng)
     }
     for (size_t i = 0; i < eng->deferred_n; i++) free(eng->deferred[i]);
     free(eng->deferred);
+    for (uint32_t i = 0; i < eng->bufcache_n; i++) free(eng->bufcache[i].buf);
     free(eng->place_orphan);
     free(eng->client_tab);
     free(eng->server_tab);
@@ -606,7 +647,7 @@ void homa_engine_counters(const homa_engine *eng, homa_counters *out)
 /* Gets the engine's buffer for an outgoing message: the caller's own
  * malloc'd buffer when it hands one over (`owned`), else a copy of src.
  * Checks come first so that a failed call never takes ownership. */
-static int message_buffer(const homa_engine *eng, const void *src, void *owned, size_t len,
+static int message_buffer(homa_engine *eng, const void *src, void *owned, size_t len,
                           uint8_t **out)
 {
     if (len > eng->cfg.max_message_length) return HOMA_ERR_MSGSIZE;
@@ -615,7 +656,7 @@ static int message_buffer(const homa_engine *eng, const void *src, void *owned, 
         return 0;
     }
     if (len > 0 && !src) return HOMA_ERR_INVAL;
-    uint8_t *b = malloc(len ? len : 1);
+    uint8_t *b = homa_buf_get(eng, (uint32_t)len);
     if (!b) return HOMA_ERR_NOMEM;
     if (len) memcpy(b, src, len);
     *out = b;

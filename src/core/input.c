@@ -192,7 +192,9 @@ static struct homa_rpc *data_target(struct homa_engine *eng, const homa_addr *sr
 
     struct homa_msgin *m = &rpc->in;
     if (!m->active) {
-        if (homa_msgin_init(m, len, pkt->u.data.incoming) != 0) {
+        uint8_t *buf = homa_buf_get(eng, len);
+        if (buf != NULL) homa_msgin_init_buf(m, buf, len, pkt->u.data.incoming);
+        if (buf == NULL) {
             if (local & 1)
                 homa_rpc_free(eng, rpc); /* fresh, nothing else refers to it */
             else if (!probe)

@@ -9,13 +9,19 @@
 
 int homa_msgin_init(struct homa_msgin *m, uint32_t length, uint32_t granted)
 {
+    uint8_t *buf = malloc(length ? length : 1);
+    if (!buf) return HOMA_ERR_NOMEM;
+    homa_msgin_init_buf(m, buf, length, granted);
+    return 0;
+}
+
+void homa_msgin_init_buf(struct homa_msgin *m, uint8_t *buf, uint32_t length, uint32_t granted)
+{
     memset(m, 0, sizeof(*m));
-    m->buf = malloc(length ? length : 1);
-    if (!m->buf) return HOMA_ERR_NOMEM;
+    m->buf = buf;
     m->length = length;
     m->granted = granted < length ? granted : length;
     m->active = true;
-    return 0;
 }
 
 void homa_msgin_destroy(struct homa_msgin *m)

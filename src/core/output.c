@@ -69,7 +69,7 @@ void homa_out_start(struct homa_engine *eng, struct homa_rpc *rpc, uint8_t *buf,
 {
     struct homa_msgout *m = &rpc->out;
     homa_out_remove(eng, rpc);
-    homa_free_outbuf(eng, m->buf);
+    homa_free_outbuf(eng, m->buf, m->length);
     memset(m, 0, sizeof(*m));
     m->buf = buf;
     m->length = len;
