@@ -77,6 +77,7 @@ struct hsim_opts {
     bool fixed_cutoffs;
     uint32_t cutoffs[8];
     bool sender_driven;           /* no grants: every message entirely unscheduled */
+    bool queue_stats;             /* sample the schedulers' choices (slower) */
     uint32_t max_incoming;        /* 0 = engine default */
     uint32_t grant_fifo_permille; /* UINT32_MAX = engine default */
     uint64_t max_rx_bytes;        /* per host; 0 = 16 GiB (allocation is lazy) */
@@ -172,6 +173,18 @@ struct hsim_result {
 
     /* run */
     bool stopped_early; /* max_rss_mb reached: the window was cut short */
+
+    /* --queue-stats: every host sampled every 100 us of the window; the
+     * fractions are of host-samples */
+    bool has_queue_stats;
+    uint64_t qs_samples;
+    double qs_rx_idle_pending; /* downlink idle, messages waiting for grants */
+    double qs_rx_idle_empty;   /* downlink idle, nothing to receive */
+    double qs_tx_idle_unsent;  /* NIC idle, unsent messages but none granted */
+    double qs_tx_idle_empty;   /* NIC idle, nothing to send */
+    double qs_rx_grantable;    /* mean messages waiting for grants per host */
+    double qs_rx_peers;        /* mean distinct senders of those */
+    double qs_tx_msgs;         /* mean messages with unsent bytes per host */
     double sim_s;       /* simulated time of the whole run */
     uint64_t events;    /* event-core events */
     uint64_t packets;   /* packets sent by hosts */

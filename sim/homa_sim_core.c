@@ -93,6 +93,7 @@ struct hsim {
     int nfail;
     double offered_wire; /* wire bytes of messages started in the window */
     double started_bytes, done_bytes;
+    struct qs_acc *qs; /* --queue-stats */
 
     struct script *script;
     int nscript, capscript;
@@ -242,6 +243,45 @@ static void *msg_buf(uint32_t len)
 static bool in_window(const struct hsim *s, uint64_t t)
 {
     return t >= s->t_start && t < s->t_end;
+}
+
+/* --queue-stats: one sample of every host.  A downlink is idle when its
+ * switch port holds nothing; a NIC when it has finished its last packet. */
+#define QS_INTERVAL_NS 100000
+
+struct qs_acc {
+    uint64_t samples, rx_idle_pending, rx_idle_empty, tx_idle_unsent, tx_idle_empty;
+    uint64_t grantable, peers, tx_msgs;
+};
+
+static void qs_fire(void *arg, uint64_t now)
+{
+    struct hsim *s = arg;
+    struct qs_acc *q = s->qs;
+    if (now >= s->t_end) return;
+    for (int i = 0; i < s->n; i++) {
+        homa_queue_stats st;
+        homa_engine_queue_stats(s->h[i].vh->eng, &st);
+        struct vnet_port_stats ps;
+        vnet_get_port_stats(s->net, vnet_host_tor(s->net, i), vnet_host_port(s->net, i), &ps);
+        q->samples++;
+        q->grantable += st.rx_grantable;
+        q->peers += st.rx_grantable_peers;
+        q->tx_msgs += st.tx_msgs;
+        if (ps.occupancy == 0) {
+            if (st.rx_grantable)
+                q->rx_idle_pending++;
+            else
+                q->rx_idle_empty++;
+        }
+        if (vnet_host_tx_free_at(s->net, i) <= now) {
+            if (st.tx_ready == 0 && st.tx_msgs > 0)
+                q->tx_idle_unsent++;
+            else if (st.tx_msgs == 0)
+                q->tx_idle_empty++;
+        }
+    }
+    vnet_at(s->net, now + QS_INTERVAL_NS, qs_fire, s);
 }
 
 static uint32_t draw_len(struct hsim *s, struct hhost *h)
@@ -645,6 +685,11 @@ struct hsim *hsim_create(const struct hsim_opts *oin, char *err, size_t errlen)
             goto fail;
         }
     }
+    if (o->queue_stats) {
+        s->qs = calloc(1, sizeof(*s->qs));
+        if (!s->qs) oom();
+        vnet_at(s->net, s->t_start, qs_fire, s);
+    }
     if (s->poisson) {
         double per_rpc = mean_wire(s->w, s->trunc, o->max_payload, o->overhead_bytes);
         per_rpc += o->reply_bytes >= 0 ? hsim_wire_bytes((uint32_t)o->reply_bytes, o->max_payload,
@@ -685,6 +730,7 @@ void hsim_destroy(struct hsim *s)
     free(s->script);
     free(s->ideal_cache[0]);
     free(s->ideal_cache[1]);
+    free(s->qs);
     free(s);
 }
 
@@ -1030,6 +1076,19 @@ int hsim_run(struct hsim *s, struct hsim_result *r)
         r->backlog_slope = den > 0 ? (nb * sxy - sx * sy) / den : 0;
     }
     r->backlog_end_mb = (s->started_bytes - s->done_bytes) / 1e6;
+    if (s->qs && s->qs->samples > 0) {
+        const struct qs_acc *q = s->qs;
+        double k = (double)q->samples;
+        r->has_queue_stats = true;
+        r->qs_samples = q->samples;
+        r->qs_rx_idle_pending = (double)q->rx_idle_pending / k;
+        r->qs_rx_idle_empty = (double)q->rx_idle_empty / k;
+        r->qs_tx_idle_unsent = (double)q->tx_idle_unsent / k;
+        r->qs_tx_idle_empty = (double)q->tx_idle_empty / k;
+        r->qs_rx_grantable = (double)q->grantable / k;
+        r->qs_rx_peers = (double)q->peers / k;
+        r->qs_tx_msgs = (double)q->tx_msgs / k;
+    }
     if (nb >= 5) {
         double sum = 0;
         for (int k = nb - 5; k < nb; k++)

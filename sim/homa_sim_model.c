@@ -162,6 +162,8 @@ void hsim_print_options(FILE *f)
           "  --pacer-gbps G          engine pacer rate (0 = off; the NIC pulls)    [0]\n"
           "run:\n"
           "  --seed S                random seed                                   [1]\n"
+          "  --queue-stats           sample every host every 100 us of the window: how\n"
+          "                          often links idle while messages wait (slower)\n"
           "  --warmup-ms T           simulated warm-up before measuring  [per workload]\n"
           "  --measure-ms T          window: messages started in it are measured\n"
           "  --drain-ms T            extra time allowed for them to finish\n"
@@ -187,6 +189,10 @@ int hsim_parse_opt(struct hsim_opts *o, int argc, char **argv, int *i, char *err
     }
     if (strcmp(a, "fixed-cutoffs") == 0) {
         o->fixed_cutoffs = true;
+        return 1;
+    }
+    if (strcmp(a, "queue-stats") == 0) {
+        o->queue_stats = true;
         return 1;
     }
     static const char *const with_value[] = {"workload",

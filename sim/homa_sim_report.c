@@ -169,6 +169,24 @@ void hsim_write_json(FILE *f, const struct hsim_result *r, bool with_wall)
     }
     fprintf(f, "],\n  \"achieved_load_last_quarter\": ");
     num(f, r->load_last_quarter, "%.4f");
+    if (r->has_queue_stats) {
+        fprintf(f, ",\n  \"queue_stats\": {\"samples\": %llu, \"rx_idle_pending\": ",
+                (unsigned long long)r->qs_samples);
+        num(f, r->qs_rx_idle_pending, "%.4f");
+        fprintf(f, ", \"rx_idle_empty\": ");
+        num(f, r->qs_rx_idle_empty, "%.4f");
+        fprintf(f, ", \"tx_idle_unsent\": ");
+        num(f, r->qs_tx_idle_unsent, "%.4f");
+        fprintf(f, ", \"tx_idle_empty\": ");
+        num(f, r->qs_tx_idle_empty, "%.4f");
+        fprintf(f, ", \"rx_grantable_mean\": ");
+        num(f, r->qs_rx_grantable, "%.3f");
+        fprintf(f, ", \"rx_grantable_senders_mean\": ");
+        num(f, r->qs_rx_peers, "%.3f");
+        fprintf(f, ", \"tx_unsent_msgs_mean\": ");
+        num(f, r->qs_tx_msgs, "%.3f");
+        fputs("}", f);
+    }
     fprintf(f, ",\n  \"failures\": [");
     for (int i = 0; i < r->nfailures; i++) {
         const struct hsim_failure *x = &r->failures[i];

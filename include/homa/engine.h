@@ -351,6 +351,16 @@ typedef struct homa_counters {
 
 /* Copies the counters (a consistent snapshot). */
 void homa_engine_counters(const homa_engine *eng, homa_counters *out);
+/* What the two schedulers have to choose from right now; for simulators
+ * and diagnostics (costs a walk over the live RPCs). */
+typedef struct homa_queue_stats {
+    uint32_t tx_msgs;            /* outgoing messages with bytes not yet sent */
+    uint32_t tx_ready;           /* of those, sendable now (granted or asked for again) */
+    uint32_t rx_grantable;       /* incoming messages still waiting for grants */
+    uint32_t rx_grantable_peers; /* distinct senders of those (at most 64 counted) */
+} homa_queue_stats;
+void homa_engine_queue_stats(const homa_engine *eng, homa_queue_stats *out);
+
 /* Name and description of counter i (0-based, in struct order); NULL past the end. */
 const char *homa_counter_name(size_t i);
 const char *homa_counter_desc(size_t i);

@@ -642,6 +642,25 @@ void homa_engine_counters(const homa_engine *eng, homa_counters *out)
     *out = eng->ctr;
 }
 
+void homa_engine_queue_stats(const homa_engine *eng, homa_queue_stats *out)
+{
+    memset(out, 0, sizeof(*out));
+    for (const struct hlist *n = eng->rpcs.next; n != &eng->rpcs; n = n->next) {
+        const struct homa_rpc *r = HOMA_CONTAINER(n, struct homa_rpc, all_node);
+        if (r->out.active && r->out.next_xmit < r->out.length) out->tx_msgs++;
+    }
+    for (const struct hlist *n = eng->sendable.next; n != &eng->sendable; n = n->next)
+        out->tx_ready++;
+    const struct homa_peer *seen[64];
+    for (const struct hlist *n = eng->grantable.next; n != &eng->grantable; n = n->next) {
+        const struct homa_rpc *r = HOMA_CONTAINER(n, struct homa_rpc, grant_node);
+        out->rx_grantable++;
+        bool dup = false;
+        for (uint32_t i = 0; i < out->rx_grantable_peers && !dup; i++) dup = seen[i] == r->peer;
+        if (!dup && out->rx_grantable_peers < 64) seen[out->rx_grantable_peers++] = r->peer;
+    }
+}
+
 /* ---------- application calls ---------- */
 
 /* Gets the engine's buffer for an outgoing message: the caller's own

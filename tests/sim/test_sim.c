@@ -328,6 +328,36 @@ static void determinism__same_seed_same_json(void **state)
     free(c);
 }
 
+/* --queue-stats samples every host every 100 us of the window; the idle
+ * fractions are consistent with the links' measured utilisation. */
+static void queue_stats__samples_every_host(void **state)
+{
+    (void)state;
+    struct hsim_opts o;
+    small_poisson(&o, 3);
+    o.queue_stats = true;
+    char err[256];
+    struct hsim *s = hsim_create(&o, err, sizeof(err));
+    assert_non_null(s);
+    struct hsim_result r;
+    hsim_run(s, &r);
+    hsim_destroy(s);
+    assert_true(r.has_queue_stats);
+    assert_int_equal(r.qs_samples, 32 * 10); /* 1 ms / 100 us, 32 hosts */
+    double rx_idle = r.qs_rx_idle_pending + r.qs_rx_idle_empty;
+    double tx_idle = r.qs_tx_idle_unsent + r.qs_tx_idle_empty;
+    assert_true(rx_idle >= 0 && rx_idle <= 1 && tx_idle >= 0 && tx_idle <= 1);
+    /* at half load the downlinks idle about half the time */
+    assert_true(fabs(rx_idle - (1 - r.downlink_util)) < 0.2);
+    assert_true(r.qs_rx_peers <= r.qs_rx_grantable);
+    /* off by default */
+    small_poisson(&o, 3);
+    s = hsim_create(&o, err, sizeof(err));
+    hsim_run(s, &r);
+    hsim_destroy(s);
+    assert_false(r.has_queue_stats);
+}
+
 /* ---- model helpers ---- */
 
 static void cutoffs__valid_for_every_priority_count(void **state)
@@ -544,6 +574,7 @@ int main(void)
         cmocka_unit_test(cutoffs__valid_for_every_priority_count),
         cmocka_unit_test(cutoffs__follow_the_byte_share),
         cmocka_unit_test(determinism__same_seed_same_json),
+        cmocka_unit_test(queue_stats__samples_every_host),
         cmocka_unit_test(plot__writes_valid_png),
         cmocka_unit_test(opts__timer_settings_reach_the_engine),
     };

@@ -208,6 +208,40 @@ static void homa_engine_send_request__large_buffers_recycled(void **state)
     pair_destroy(&p);
 }
 
+/* queue stats: a long request is unsent and sendable at its sender; once
+ * its unscheduled bytes arrive it waits for grants at the receiver. */
+static void homa_engine_queue_stats__counts_both_sides(void **state)
+{
+    (void)state;
+    struct pair p;
+    homa_config c;
+    homa_config_default(&c);
+    setup_pair(&p, &c);
+    homa_queue_stats st;
+    homa_engine_queue_stats(p.e[0], &st);
+    assert_int_equal(st.tx_msgs + st.tx_ready + st.rx_grantable + st.rx_grantable_peers, 0);
+    size_t len = 900000;
+    uint8_t *req = calloc(1, len);
+    uint64_t id;
+    assert_int_equal(
+        homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, req, len, 1, &id), 0);
+    homa_engine_queue_stats(p.e[0], &st);
+    assert_int_equal(st.tx_msgs, 1);
+    assert_int_equal(st.tx_ready, 1);
+    /* the first packet reaches the receiver: grants needed from one sender */
+    assert_true(pair_step(&p, 0) > 0);
+    homa_engine_queue_stats(p.e[1], &st);
+    assert_int_equal(st.rx_grantable, 1);
+    assert_int_equal(st.rx_grantable_peers, 1);
+    pair_settle(&p);
+    homa_engine_queue_stats(p.e[0], &st);
+    assert_int_equal(st.tx_msgs, 0);
+    homa_engine_queue_stats(p.e[1], &st);
+    assert_int_equal(st.rx_grantable, 0);
+    free(req);
+    pair_destroy(&p);
+}
+
 static void homa_engine_send_request__sizes(void **state)
 {
     (void)state;
@@ -999,6 +1033,7 @@ int main(void)
         cmocka_unit_test(homa_engine_port_rpcs__counts_until_acked),
         cmocka_unit_test(homa_buf_get__reuses_close_fit),
         cmocka_unit_test(homa_engine_send_request__large_buffers_recycled),
+        cmocka_unit_test(homa_engine_queue_stats__counts_both_sides),
         cmocka_unit_test(homa_engine_send_request__sizes),
         cmocka_unit_test(homa_engine_send_request__large_when_max_raised),
         cmocka_unit_test(homa_engine_timer__resend_recovers_lost_data),
