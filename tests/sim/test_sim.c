@@ -273,16 +273,21 @@ static void small_poisson(struct hsim_opts *o, uint64_t seed)
     o->buckets = 10;
 }
 
+static void run_opts(const struct hsim_opts *o, struct hsim_result *r)
+{
+    char err[256];
+    struct hsim *s = hsim_create(o, err, sizeof(err));
+    assert_non_null(s);
+    hsim_run(s, r);
+    hsim_destroy(s);
+}
+
 static char *run_json(uint64_t seed, struct hsim_result *out)
 {
     struct hsim_opts o;
     small_poisson(&o, seed);
-    char err[256];
-    struct hsim *s = hsim_create(&o, err, sizeof(err));
-    assert_non_null(s);
     struct hsim_result r;
-    hsim_run(s, &r);
-    hsim_destroy(s);
+    run_opts(&o, &r);
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
@@ -336,12 +341,8 @@ static void queue_stats__samples_every_host(void **state)
     struct hsim_opts o;
     small_poisson(&o, 3);
     o.queue_stats = true;
-    char err[256];
-    struct hsim *s = hsim_create(&o, err, sizeof(err));
-    assert_non_null(s);
     struct hsim_result r;
-    hsim_run(s, &r);
-    hsim_destroy(s);
+    run_opts(&o, &r);
     assert_true(r.has_queue_stats);
     assert_int_equal(r.qs_samples, 32 * 10); /* 1 ms / 100 us, 32 hosts */
     double rx_idle = r.qs_rx_idle_pending + r.qs_rx_idle_empty;
@@ -352,9 +353,7 @@ static void queue_stats__samples_every_host(void **state)
     assert_true(r.qs_rx_peers <= r.qs_rx_grantable);
     /* off by default */
     small_poisson(&o, 3);
-    s = hsim_create(&o, err, sizeof(err));
-    hsim_run(s, &r);
-    hsim_destroy(s);
+    run_opts(&o, &r);
     assert_false(r.has_queue_stats);
 }
 
