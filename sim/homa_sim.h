@@ -182,6 +182,7 @@ struct hsim_result {
     double qs_rx_idle_empty;   /* downlink idle, nothing to receive */
     double qs_tx_idle_unsent;  /* NIC idle, unsent messages but none granted */
     double qs_tx_idle_empty;   /* NIC idle, nothing to send */
+    double qs_both_idle;       /* NIC idle with an unsent message for an idle downlink */
     double qs_rx_grantable;    /* mean messages waiting for grants per host */
     double qs_rx_peers;        /* mean distinct senders of those */
     double qs_tx_msgs;         /* mean messages with unsent bytes per host */

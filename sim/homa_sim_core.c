@@ -251,6 +251,7 @@ static bool in_window(const struct hsim *s, uint64_t t)
 
 struct qs_acc {
     uint64_t samples, rx_idle_pending, rx_idle_empty, tx_idle_unsent, tx_idle_empty;
+    uint64_t both_idle; /* NIC idle, holding an unsent message for an idle downlink */
     uint64_t grantable, peers, tx_msgs;
 };
 
@@ -275,10 +276,25 @@ static void qs_fire(void *arg, uint64_t now)
                 q->rx_idle_empty++;
         }
         if (vnet_host_tx_free_at(s->net, i) <= now) {
-            if (st.tx_ready == 0 && st.tx_msgs > 0)
+            if (st.tx_ready == 0 && st.tx_msgs > 0) {
                 q->tx_idle_unsent++;
-            else if (st.tx_msgs == 0)
+                /* Is one of those messages for a receiver that idles too?
+                 * Then the protocol, not the traffic, wastes the pair. */
+                homa_addr peers[64];
+                size_t np = homa_engine_unsent_peers(s->h[i].vh->eng, peers, 64);
+                for (size_t k = 0; k < np; k++) {
+                    int d = vhost_index(&peers[k]);
+                    struct vnet_port_stats dp;
+                    vnet_get_port_stats(s->net, vnet_host_tor(s->net, d), vnet_host_port(s->net, d),
+                                        &dp);
+                    if (dp.occupancy == 0) {
+                        q->both_idle++;
+                        break;
+                    }
+                }
+            } else if (st.tx_msgs == 0) {
                 q->tx_idle_empty++;
+            }
         }
     }
     vnet_at(s->net, now + QS_INTERVAL_NS, qs_fire, s);
@@ -1085,6 +1101,7 @@ int hsim_run(struct hsim *s, struct hsim_result *r)
         r->qs_rx_idle_empty = (double)q->rx_idle_empty / k;
         r->qs_tx_idle_unsent = (double)q->tx_idle_unsent / k;
         r->qs_tx_idle_empty = (double)q->tx_idle_empty / k;
+        r->qs_both_idle = (double)q->both_idle / k;
         r->qs_rx_grantable = (double)q->grantable / k;
         r->qs_rx_peers = (double)q->peers / k;
         r->qs_tx_msgs = (double)q->tx_msgs / k;

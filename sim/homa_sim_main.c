@@ -160,11 +160,12 @@ static void print_result(FILE *f, const struct hsim_result *r)
         fprintf(f,
                 "  queue stats (%llu host samples): downlink idle with messages waiting for "
                 "grants %.3f, idle with none %.3f; NIC idle with unsent but ungranted "
-                "messages %.3f, idle with nothing to send %.3f; per host: %.2f messages "
-                "waiting for grants from %.2f senders, %.2f with unsent bytes\n",
+                "messages %.3f (of which for an idle downlink %.4f), idle with nothing to "
+                "send %.3f; per host: %.2f messages waiting for grants from %.2f senders, "
+                "%.2f with unsent bytes\n",
                 (unsigned long long)r->qs_samples, r->qs_rx_idle_pending, r->qs_rx_idle_empty,
-                r->qs_tx_idle_unsent, r->qs_tx_idle_empty, r->qs_rx_grantable, r->qs_rx_peers,
-                r->qs_tx_msgs);
+                r->qs_tx_idle_unsent, r->qs_both_idle, r->qs_tx_idle_empty, r->qs_rx_grantable,
+                r->qs_rx_peers, r->qs_tx_msgs);
     for (int i = 0; i < r->nfailures; i++) {
         const struct hsim_failure *x = &r->failures[i];
         fprintf(f,

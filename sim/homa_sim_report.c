@@ -179,6 +179,8 @@ void hsim_write_json(FILE *f, const struct hsim_result *r, bool with_wall)
         num(f, r->qs_tx_idle_unsent, "%.4f");
         fprintf(f, ", \"tx_idle_empty\": ");
         num(f, r->qs_tx_idle_empty, "%.4f");
+        fprintf(f, ", \"tx_idle_to_idle_receiver\": ");
+        num(f, r->qs_both_idle, "%.4f");
         fprintf(f, ", \"rx_grantable_mean\": ");
         num(f, r->qs_rx_grantable, "%.3f");
         fprintf(f, ", \"rx_grantable_senders_mean\": ");

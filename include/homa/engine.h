@@ -360,6 +360,9 @@ typedef struct homa_queue_stats {
     uint32_t rx_grantable_peers; /* distinct senders of those (at most 64 counted) */
 } homa_queue_stats;
 void homa_engine_queue_stats(const homa_engine *eng, homa_queue_stats *out);
+/* Fills out[0..max) with the distinct destinations of outgoing messages that
+ * still have unsent bytes; returns how many were written. */
+size_t homa_engine_unsent_peers(const homa_engine *eng, homa_addr *out, size_t max);
 
 /* Name and description of counter i (0-based, in struct order); NULL past the end. */
 const char *homa_counter_name(size_t i);

@@ -642,6 +642,20 @@ void homa_engine_counters(const homa_engine *eng, homa_counters *out)
     *out = eng->ctr;
 }
 
+size_t homa_engine_unsent_peers(const homa_engine *eng, homa_addr *out, size_t max)
+{
+    size_t n = 0;
+    for (const struct hlist *p = eng->rpcs.next; p != &eng->rpcs && n < max; p = p->next) {
+        const struct homa_rpc *r = HOMA_CONTAINER(p, struct homa_rpc, all_node);
+        if (!r->out.active || r->out.next_xmit >= r->out.length) continue;
+        bool dup = false;
+        for (size_t i = 0; i < n && !dup; i++)
+            dup = memcmp(&out[i], &r->peer->addr, sizeof(homa_addr)) == 0;
+        if (!dup) out[n++] = r->peer->addr;
+    }
+    return n;
+}
+
 void homa_engine_queue_stats(const homa_engine *eng, homa_queue_stats *out)
 {
     memset(out, 0, sizeof(*out));

@@ -351,6 +351,7 @@ static void queue_stats__samples_every_host(void **state)
     /* at half load the downlinks idle about half the time */
     assert_true(fabs(rx_idle - (1 - r.downlink_util)) < 0.2);
     assert_true(r.qs_rx_peers <= r.qs_rx_grantable);
+    assert_true(r.qs_both_idle >= 0 && r.qs_both_idle <= r.qs_tx_idle_unsent);
     /* off by default */
     small_poisson(&o, 3);
     run_opts(&o, &r);

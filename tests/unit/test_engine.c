@@ -228,6 +228,11 @@ static void homa_engine_queue_stats__counts_both_sides(void **state)
     homa_engine_queue_stats(p.e[0], &st);
     assert_int_equal(st.tx_msgs, 1);
     assert_int_equal(st.tx_ready, 1);
+    homa_addr peers[4];
+    assert_int_equal(homa_engine_unsent_peers(p.e[0], peers, 4), 1);
+    assert_memory_equal(&peers[0], &p.addr[1], sizeof(homa_addr));
+    assert_int_equal(homa_engine_unsent_peers(p.e[0], peers, 0), 0);
+    assert_int_equal(homa_engine_unsent_peers(p.e[1], peers, 4), 0);
     /* the first packet reaches the receiver: grants needed from one sender */
     assert_true(pair_step(&p, 0) > 0);
     homa_engine_queue_stats(p.e[1], &st);
@@ -236,6 +241,7 @@ static void homa_engine_queue_stats__counts_both_sides(void **state)
     pair_settle(&p);
     homa_engine_queue_stats(p.e[0], &st);
     assert_int_equal(st.tx_msgs, 0);
+    assert_int_equal(homa_engine_unsent_peers(p.e[0], peers, 4), 0);
     homa_engine_queue_stats(p.e[1], &st);
     assert_int_equal(st.rx_grantable, 0);
     free(req);
