@@ -352,7 +352,7 @@ typedef struct homa_counters {
 /* Copies the counters (a consistent snapshot). */
 void homa_engine_counters(const homa_engine *eng, homa_counters *out);
 /* What the two schedulers have to choose from right now; for simulators
- * and diagnostics (costs a walk over the live RPCs). */
+ * and diagnostics (costs a walk over the live RPCs; a NULL eng gives zeros). */
 typedef struct homa_queue_stats {
     uint32_t tx_msgs;            /* outgoing messages with bytes not yet sent */
     uint32_t tx_ready;           /* of those, sendable now (granted or asked for again) */

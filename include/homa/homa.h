@@ -116,9 +116,10 @@ int homa_faults_none(const homa_faults *f);
 
 typedef struct homa_runtime_options {
     /* Engine configuration.  config.max_payload is ignored (max_payload
-     * below sets it); config.link_bps is used when link_bps below is 0.  An unsched_bytes left at its
-     * default but smaller than two packets is raised to 2 * max_payload
-     * (with 64 KB loopback packets the default is less than one). */
+     * below sets it); config.link_bps is used when link_bps below is 0.
+     * An unsched_bytes left at its default but smaller than two packets is
+     * raised to 2 * max_payload (with 64 KB loopback packets the default
+     * is less than one). */
     homa_config config;
     /* Payload bytes per DATA packet; 0 = derive from `mtu` as
      * mtu - 40 (IPv6) - 8 (UDP) - 56 (Homa DATA header), capped by the

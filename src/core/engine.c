@@ -645,6 +645,7 @@ void homa_engine_counters(const homa_engine *eng, homa_counters *out)
 size_t homa_engine_unsent_peers(const homa_engine *eng, homa_addr *out, size_t max)
 {
     size_t n = 0;
+    if (!eng || !out) return 0;
     for (const struct hlist *p = eng->rpcs.next; p != &eng->rpcs && n < max; p = p->next) {
         const struct homa_rpc *r = HOMA_CONTAINER(p, struct homa_rpc, all_node);
         if (!r->out.active || r->out.next_xmit >= r->out.length) continue;
@@ -658,7 +659,9 @@ size_t homa_engine_unsent_peers(const homa_engine *eng, homa_addr *out, size_t m
 
 void homa_engine_queue_stats(const homa_engine *eng, homa_queue_stats *out)
 {
+    if (!out) return;
     memset(out, 0, sizeof(*out));
+    if (!eng) return;
     for (const struct hlist *n = eng->rpcs.next; n != &eng->rpcs; n = n->next) {
         const struct homa_rpc *r = HOMA_CONTAINER(n, struct homa_rpc, all_node);
         if (r->out.active && r->out.next_xmit < r->out.length) out->tx_msgs++;

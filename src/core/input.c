@@ -193,7 +193,6 @@ static struct homa_rpc *data_target(struct homa_engine *eng, const homa_addr *sr
     struct homa_msgin *m = &rpc->in;
     if (!m->active) {
         uint8_t *buf = homa_buf_get(eng, len);
-        if (buf != NULL) homa_msgin_init_buf(m, buf, len, pkt->u.data.incoming);
         if (buf == NULL) {
             if (local & 1)
                 homa_rpc_free(eng, rpc); /* fresh, nothing else refers to it */
@@ -202,6 +201,7 @@ static struct homa_rpc *data_target(struct homa_engine *eng, const homa_addr *sr
             *reason = HOMA_DROP_NO_MEMORY;
             return NULL;
         }
+        homa_msgin_init_buf(m, buf, len, pkt->u.data.incoming);
         eng->ctr.rx_bytes_in_use += len;
         homa_gauge_max(&eng->ctr.rx_bytes_peak, eng->ctr.rx_bytes_in_use);
         eng->ctr.incoming_bytes += homa_in_outstanding(m);

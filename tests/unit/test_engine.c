@@ -233,6 +233,10 @@ static void homa_engine_queue_stats__counts_both_sides(void **state)
     assert_memory_equal(&peers[0], &p.addr[1], sizeof(homa_addr));
     assert_int_equal(homa_engine_unsent_peers(p.e[0], peers, 0), 0);
     assert_int_equal(homa_engine_unsent_peers(p.e[1], peers, 4), 0);
+    assert_int_equal(homa_engine_unsent_peers(NULL, peers, 4), 0);
+    homa_engine_queue_stats(NULL, &st);
+    assert_int_equal(st.tx_msgs, 0);
+    homa_engine_queue_stats(p.e[0], NULL); /* ignored */
     /* the first packet reaches the receiver: grants needed from one sender */
     assert_true(pair_step(&p, 0) > 0);
     homa_engine_queue_stats(p.e[1], &st);
