@@ -14,6 +14,7 @@
  * the received message) or into the caller's receive buffer, never into
  * anything that waits for sending room: a rank can always take what its
  * neighbour sends, so the ring cannot deadlock with full windows. */
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -101,6 +102,22 @@ static int ring_recv_seg(const struct coll_run *r, uint32_t k)
     return k < (uint32_t)(n - 1) ? mod(rank - (int)k - 1, n) : mod(rank - ((int)k - (n - 1)), n);
 }
 
+/* A partial sum travels on: reduce the rank's own data into the received
+ * message itself and forward that buffer (no allocation; a fresh one only
+ * if the bytes cannot be taken). */
+static int reduce_forward(struct coll_run *r, homa_msg *m, uint32_t step, uint32_t chunk,
+                          size_t off, uint64_t l, size_t len)
+{
+    homa_comm *c = r->c;
+    const uint8_t *in = m->data + COLL_HDR_SIZE;
+    uint8_t *out = homa_msg_take(c->sock, m);
+    if (out != NULL) in = out + COLL_HDR_SIZE;
+    else if ((out = new_out(len)) == NULL)
+        return HOMA_ERR_NOMEM;
+    homa_coll_reduce(out + COLL_HDR_SIZE, in, r->sbuf + off, (size_t)l, r->dtype, r->op);
+    return coll_enqueue(r, mod(c->rank + 1, c->nranks), step, chunk, off, NULL, out, len);
+}
+
 static int ring_msg(struct coll_run *r, const struct coll_hdr *h, homa_msg *m)
 {
     homa_comm *c = r->c;
@@ -117,14 +134,7 @@ static int ring_msg(struct coll_run *r, const struct coll_hdr *h, homa_msg *m)
     const uint8_t *in = m->data + COLL_HDR_SIZE;
     int right = mod(rank + 1, n), rc = 0;
     if (k < (uint32_t)(n - 2)) {
-        /* Partial sum: reduce into the received message itself and forward
-         * it (no allocation; a fresh one only if the bytes cannot be taken). */
-        uint8_t *out = homa_msg_take(c->sock, m);
-        if (out != NULL) in = out + COLL_HDR_SIZE;
-        else if ((out = new_out(len)) == NULL)
-            return HOMA_ERR_NOMEM;
-        homa_coll_reduce(out + COLL_HDR_SIZE, in, r->sbuf + off, (size_t)l, r->dtype, r->op);
-        rc = coll_enqueue(r, right, k + 1, h->chunk, off, NULL, out, len);
+        rc = reduce_forward(r, m, k + 1, h->chunk, off, l, len);
     } else if (k == (uint32_t)(n - 2)) {
         /* Last reduce-scatter step: this rank owns the final value. */
         homa_coll_reduce(r->rbuf + off, in, r->sbuf + off, (size_t)l, r->dtype, r->op);
@@ -292,28 +302,39 @@ static int rd_allreduce_start(struct coll_run *r)
     return 0;
 }
 
+/* The checks every collective shares, then r filled and the call begun.
+ * op NULL: the collective has no reduction.  per_rank: the receive buffer
+ * holds count elements per rank (allgather, reduce-scatter). */
+static int run_init(struct coll_run *r, homa_comm *comm, const void *sendbuf, void *recvbuf,
+                    size_t count, homa_dtype dtype, const homa_redop *op, bool per_rank)
+{
+    if (comm == NULL || !homa_coll_dtype_valid((int)dtype) ||
+        (op != NULL && !homa_coll_op_valid((int)*op)))
+        return HOMA_ERR_INVAL;
+    size_t es = homa_dtype_size(dtype);
+    size_t mult = per_rank ? (size_t)comm->nranks : 1;
+    if (count > 0 && (sendbuf == NULL || recvbuf == NULL)) return HOMA_ERR_INVAL;
+    if (count > SIZE_MAX / es / mult / 2) return HOMA_ERR_INVAL;
+    memset(r, 0, sizeof(*r));
+    r->dtype = (uint8_t)dtype;
+    r->op = op != NULL ? (uint8_t)*op : 0;
+    r->count = count;
+    r->esize = es;
+    r->sbuf = sendbuf;
+    r->rbuf = recvbuf;
+    return coll_begin(comm, r);
+}
+
 int homa_allreduce(homa_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
                    homa_dtype dtype, homa_redop op)
 {
-    if (comm == NULL || !homa_coll_dtype_valid((int)dtype) || !homa_coll_op_valid((int)op))
-        return HOMA_ERR_INVAL;
-    size_t es = homa_dtype_size(dtype);
-    if (count > 0 && (sendbuf == NULL || recvbuf == NULL)) return HOMA_ERR_INVAL;
-    if (count > SIZE_MAX / es / 2) return HOMA_ERR_INVAL;
     struct coll_run r;
-    memset(&r, 0, sizeof(r));
-    r.dtype = (uint8_t)dtype;
-    r.op = (uint8_t)op;
-    r.count = count;
-    r.esize = es;
-    r.sbuf = sendbuf;
-    r.rbuf = recvbuf;
-    int rc = coll_begin(comm, &r);
+    int rc = run_init(&r, comm, sendbuf, recvbuf, count, dtype, &op, false);
     if (rc != 0) return rc;
     if (count > 0 && comm->nranks == 1) {
-        if (recvbuf != sendbuf) memcpy(recvbuf, sendbuf, count * es);
+        if (recvbuf != sendbuf) memcpy(recvbuf, sendbuf, count * r.esize);
     } else if (count > 0) {
-        if (count * es <= comm->small_bytes)
+        if (count * r.esize <= comm->small_bytes)
             rc = rd_allreduce_start(&r);
         else
             rc = ring_allreduce_start(&r);
@@ -348,19 +369,12 @@ static int bcast_msg(struct coll_run *r, const struct coll_hdr *h, homa_msg *m)
 
 int homa_broadcast(homa_comm *comm, void *buf, size_t count, homa_dtype dtype, int root)
 {
-    if (comm == NULL || !homa_coll_dtype_valid((int)dtype) || root < 0 || root >= comm->nranks)
-        return HOMA_ERR_INVAL;
-    size_t es = homa_dtype_size(dtype);
-    if ((count > 0 && buf == NULL) || count > SIZE_MAX / es / 2) return HOMA_ERR_INVAL;
+    if (comm != NULL && (root < 0 || root >= comm->nranks)) return HOMA_ERR_INVAL;
     struct coll_run r;
-    memset(&r, 0, sizeof(r));
-    r.dtype = (uint8_t)dtype;
-    r.count = count;
-    r.esize = es;
-    r.root = (uint32_t)root;
-    r.rbuf = buf;
-    int rc = coll_begin(comm, &r);
+    int rc = run_init(&r, comm, buf, buf, count, dtype, NULL, false);
     if (rc != 0) return rc;
+    r.root = (uint32_t)root;
+    size_t es = r.esize;
     int n = comm->nranks, rank = comm->rank;
     if (count == 0 || n == 1) {
         coll_end(&r);
@@ -368,7 +382,7 @@ int homa_broadcast(homa_comm *comm, void *buf, size_t count, homa_dtype dtype, i
     }
     int v = mod(rank - root, n); /* position relative to the root */
     r.nkids = 0;
-    if (count * es <= comm->small_bytes) {
+    if (count * r.esize <= comm->small_bytes) {
         /* Binomial tree: v's children are v + 2^k for 2^k > v; the
          * largest subtree (smallest k) is served first. */
         r.kind = COLL_K_BCAST_TREE;
@@ -448,20 +462,11 @@ static int allgather_msg(struct coll_run *r, const struct coll_hdr *h, homa_msg 
 int homa_allgather(homa_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
                    homa_dtype dtype)
 {
-    if (comm == NULL || !homa_coll_dtype_valid((int)dtype)) return HOMA_ERR_INVAL;
-    size_t es = homa_dtype_size(dtype);
-    if (count > 0 && (sendbuf == NULL || recvbuf == NULL)) return HOMA_ERR_INVAL;
-    if (count > SIZE_MAX / es / (size_t)comm->nranks / 2) return HOMA_ERR_INVAL;
     struct coll_run r;
-    memset(&r, 0, sizeof(r));
-    r.dtype = (uint8_t)dtype;
-    r.count = count;
-    r.esize = es;
-    r.sbuf = sendbuf;
-    r.rbuf = recvbuf;
-    r.kind = COLL_K_ALLGATHER;
-    int rc = coll_begin(comm, &r);
+    int rc = run_init(&r, comm, sendbuf, recvbuf, count, dtype, NULL, true);
     if (rc != 0) return rc;
+    r.kind = COLL_K_ALLGATHER;
+    size_t es = r.esize;
     int n = comm->nranks, rank = comm->rank;
     size_t bytes = count * es;
     uint8_t *own = r.rbuf + (size_t)rank * bytes;
@@ -492,19 +497,15 @@ int homa_allgather(homa_comm *comm, const void *sendbuf, void *recvbuf, size_t c
  * block rank-k-2; the last step (k = n-2) brings block rank. */
 static int rs_msg(struct coll_run *r, const struct coll_hdr *h, homa_msg *m)
 {
-    homa_comm *c = r->c;
-    int n = c->nranks, rank = c->rank;
+    int n = r->c->nranks;
     uint64_t s, l;
     size_t off, len;
     if (block_ring_range(r, h, 2, &s, &l, &off, &len) != 0) return COLL_BAD;
-    const uint8_t *in = m->data + COLL_HDR_SIZE;
     if (h->step + 1 < r->nsteps) {
-        uint8_t *out = new_out(len);
-        if (out == NULL) return HOMA_ERR_NOMEM;
-        homa_coll_reduce(out + COLL_HDR_SIZE, in, r->sbuf + off, (size_t)l, r->dtype, r->op);
-        int rc = coll_enqueue(r, mod(rank + 1, n), h->step + 1, h->chunk, off, NULL, out, len);
+        int rc = reduce_forward(r, m, h->step + 1, h->chunk, off, l, len);
         if (rc != 0) return rc;
     } else {
+        const uint8_t *in = m->data + COLL_HDR_SIZE;
         uint8_t *dst = r->rbuf + (size_t)(s * r->esize);
         homa_coll_reduce(dst, in, r->sbuf + off, (size_t)l, r->dtype, r->op);
         if (r->op == HOMA_AVG) homa_coll_avg_finish(dst, (size_t)l, r->dtype, (uint32_t)n);
@@ -516,22 +517,11 @@ static int rs_msg(struct coll_run *r, const struct coll_hdr *h, homa_msg *m)
 int homa_reduce_scatter(homa_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
                         homa_dtype dtype, homa_redop op)
 {
-    if (comm == NULL || !homa_coll_dtype_valid((int)dtype) || !homa_coll_op_valid((int)op))
-        return HOMA_ERR_INVAL;
-    size_t es = homa_dtype_size(dtype);
-    if (count > 0 && (sendbuf == NULL || recvbuf == NULL)) return HOMA_ERR_INVAL;
-    if (count > SIZE_MAX / es / (size_t)comm->nranks / 2) return HOMA_ERR_INVAL;
     struct coll_run r;
-    memset(&r, 0, sizeof(r));
-    r.dtype = (uint8_t)dtype;
-    r.op = (uint8_t)op;
-    r.count = count;
-    r.esize = es;
-    r.sbuf = sendbuf;
-    r.rbuf = recvbuf;
-    r.kind = COLL_K_REDUCE_SCATTER;
-    int rc = coll_begin(comm, &r);
+    int rc = run_init(&r, comm, sendbuf, recvbuf, count, dtype, &op, true);
     if (rc != 0) return rc;
+    r.kind = COLL_K_REDUCE_SCATTER;
+    size_t es = r.esize;
     int n = comm->nranks, rank = comm->rank;
     size_t bytes = count * es;
     if (count == 0 || n == 1) {
