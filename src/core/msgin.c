@@ -31,6 +31,20 @@ void homa_msgin_destroy(struct homa_msgin *m)
     memset(m, 0, sizeof(*m));
 }
 
+/* Index of the first gap that ends after offset (gaps are sorted). */
+static uint32_t first_gap_after(const struct homa_msgin *m, uint32_t offset)
+{
+    uint32_t lo = 0, hi = m->num_gaps;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (m->gaps[mid].end <= offset)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 static int gap_insert(struct homa_msgin *m, uint32_t idx, uint32_t start, uint32_t end,
                       uint64_t at)
 {
@@ -87,16 +101,7 @@ int homa_msgin_add(struct homa_msgin *m, uint64_t now, uint32_t offset, const ui
 
     /* Part below the old recv_end: only bytes inside gaps are new. */
     if (offset < end) {
-        /* gaps are sorted; find the first gap that ends after offset */
-        uint32_t lo = 0, hi = m->num_gaps;
-        while (lo < hi) {
-            uint32_t mid = (lo + hi) / 2;
-            if (m->gaps[mid].end <= offset)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        uint32_t i = lo;
+        uint32_t i = first_gap_after(m, offset);
         while (i < m->num_gaps && m->gaps[i].start < end) {
             struct homa_gap *g = &m->gaps[i];
             uint32_t s = offset > g->start ? offset : g->start;
@@ -140,14 +145,7 @@ bool homa_msgin_missing(const struct homa_msgin *m, uint32_t offset, uint32_t le
     if (offset >= m->recv_end) return true;
     /* Below recv_end only gaps are missing, and the byte just below
      * recv_end was received, so the range must fit inside one gap. */
-    uint32_t lo = 0, hi = m->num_gaps;
-    while (lo < hi) {
-        uint32_t mid = (lo + hi) / 2;
-        if (m->gaps[mid].end <= offset)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    uint32_t lo = first_gap_after(m, offset);
     return lo < m->num_gaps && m->gaps[lo].start <= offset && offset + len <= m->gaps[lo].end;
 }
 
