@@ -20,11 +20,12 @@ import argparse
 import datetime
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import time
+
+from benchutil import free_port, percentile
 
 import numpy as np
 
@@ -45,17 +46,6 @@ def fmt_size(n):
 def iters_for(size, scale):
     # Fewer calls for big sizes (64 MB: 12) but enough for a p99 of small ones.
     return max(10, min(300, int(scale * 200 * (262144 / size) ** 0.5)))
-
-
-def percentile(xs, q):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(q / 100 * (len(xs) - 1))))]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def worker(args):
