@@ -199,6 +199,21 @@ static void run_ranks(struct cluster *cl, rank_fn fn, void *arg)
     assert_int_equal(failures, 0);
 }
 
+/* Runs fn on clusters of 2, 3, 4 and 5 ranks with the test options and the
+ * given chunk size. */
+static void run_2_to_5(uint32_t chunk_bytes, rank_fn fn)
+{
+    for (int n = 2; n <= 5; n++) {
+        homa_comm_options co;
+        comm_opts(&co);
+        co.chunk_bytes = chunk_bytes;
+        struct cluster cl;
+        cluster_up(&cl, n, &co, NULL);
+        run_ranks(&cl, fn, NULL);
+        cluster_down(&cl);
+    }
+}
+
 /* Element-by-element comparison; prints the first few mismatches. */
 static int compare(const char *what, int rank, const void *got, const void *want, size_t count,
                    homa_dtype dt)
@@ -412,15 +427,7 @@ static int bcast_rank(struct cluster *cl, int rank, void *arg)
 static void test_broadcast(void **state)
 {
     (void)state;
-    for (int n = 2; n <= 5; n++) {
-        homa_comm_options co;
-        comm_opts(&co);
-        co.chunk_bytes = 32 << 10; /* the chain pipelines 100003 ints in 13 chunks */
-        struct cluster cl;
-        cluster_up(&cl, n, &co, NULL);
-        run_ranks(&cl, bcast_rank, NULL);
-        cluster_down(&cl);
-    }
+    run_2_to_5(32 << 10, bcast_rank); /* the chain pipelines 100003 ints in 13 chunks */
 }
 
 static int allgather_rank(struct cluster *cl, int rank, void *arg)
@@ -468,15 +475,7 @@ static int allgather_rank(struct cluster *cl, int rank, void *arg)
 static void test_allgather(void **state)
 {
     (void)state;
-    for (int n = 2; n <= 5; n++) {
-        homa_comm_options co;
-        comm_opts(&co);
-        co.chunk_bytes = 64 << 10;
-        struct cluster cl;
-        cluster_up(&cl, n, &co, NULL);
-        run_ranks(&cl, allgather_rank, NULL);
-        cluster_down(&cl);
-    }
+    run_2_to_5(64 << 10, allgather_rank);
 }
 
 static int rs_rank(struct cluster *cl, int rank, void *arg)
@@ -525,15 +524,7 @@ out:
 static void test_reduce_scatter(void **state)
 {
     (void)state;
-    for (int n = 2; n <= 5; n++) {
-        homa_comm_options co;
-        comm_opts(&co);
-        co.chunk_bytes = 16 << 10;
-        struct cluster cl;
-        cluster_up(&cl, n, &co, NULL);
-        run_ranks(&cl, rs_rank, NULL);
-        cluster_down(&cl);
-    }
+    run_2_to_5(16 << 10, rs_rank);
 }
 
 /* Barrier: nobody leaves before everyone has entered. */
