@@ -49,6 +49,15 @@ static double ref_f16_value(uint16_t h)
     return sign * ldexp(1024 + m, e - 25);
 }
 
+/* Of the neighbours lo (value vl) and hi (vh) around x, the nearer one;
+ * on a tie the even one. */
+static unsigned nearest_even(double x, unsigned lo, double vl, unsigned hi, double vh)
+{
+    if (x - vl < vh - x) return lo;
+    if (x - vl > vh - x) return hi;
+    return (lo & 1) ? hi : lo;
+}
+
 /* Nearest float16 (ties to even) by binary search over the positive
  * patterns, which are ordered like their values; 0x7c00 (infinity) acts as
  * 65536, the next step after 65504, as IEEE rounding prescribes. */
@@ -68,14 +77,7 @@ static uint16_t ref_f32_to_f16(float f)
             hi = mid;
     }
     double vl = ref_f16_value((uint16_t)lo), vh = hi == 0x7c00 ? 65536.0 : ref_f16_value(hi);
-    unsigned r;
-    if (x - vl < vh - x)
-        r = lo;
-    else if (x - vl > vh - x)
-        r = hi;
-    else
-        r = (lo & 1) ? hi : lo;
-    return (uint16_t)(sign | r);
+    return (uint16_t)(sign | nearest_even(x, lo, vl, hi, vh));
 }
 
 static uint16_t ref_f32_to_bf16(float f)
@@ -88,14 +90,7 @@ static uint16_t ref_f32_to_bf16(float f)
     double x = (double)bitsf(a), vl = (double)bitsf(lo << 16);
     /* hi may be the infinity pattern: its "value" is the next binade step. */
     double vh = hi == 0x7f80 ? ldexp(1.0, 128) : (double)bitsf(hi << 16);
-    uint32_t r;
-    if (x - vl < vh - x)
-        r = lo;
-    else if (x - vl > vh - x)
-        r = hi;
-    else
-        r = (lo & 1) ? hi : lo;
-    return (uint16_t)(sign | r);
+    return (uint16_t)(sign | nearest_even(x, lo, vl, hi, vh));
 }
 
 static void check_f16(float f)
