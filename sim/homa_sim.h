@@ -18,7 +18,10 @@
  *    56-byte DATA header plus overhead_bytes, store-and-forward at every
  *    hop, link and switch delays, plus the receive software delay.
  *  - Load = offered wire bytes (payload, headers and per-packet overhead of
- *    requests and responses) / host link capacity, per host uplink. */
+ *    requests and responses) / host link capacity, per host uplink.  The
+ *    paper's simulator also counts the GRANT frames (one per scheduled
+ *    packet); load_counts_grants offers load that way, and the results give
+ *    both measures. */
 #ifndef HOMA_SIM_H
 #define HOMA_SIM_H
 
@@ -35,7 +38,8 @@
 extern "C" {
 #endif
 
-#define HSIM_DATA_HDR 56 /* bytes of DATA header per packet */
+#define HSIM_DATA_HDR 56  /* bytes of DATA header per packet */
+#define HSIM_GRANT_HDR 33 /* bytes of a GRANT packet (no payload) */
 #define HSIM_MAX_BUCKETS 32
 #define HSIM_SERVER_PORT 100
 #define HSIM_CLIENT_PORT 200
@@ -78,6 +82,9 @@ struct hsim_opts {
     uint32_t cutoffs[8];
     bool sender_driven;           /* no grants: every message entirely unscheduled */
     bool queue_stats;             /* sample the schedulers' choices (slower) */
+    /* `load` counts the expected GRANT frames too, as the paper's simulator
+     * does, so the DATA it offers is a few per cent lower */
+    bool load_counts_grants;
     uint32_t max_incoming;        /* 0 = engine default */
     uint32_t grant_fifo_permille; /* UINT32_MAX = engine default */
     uint64_t max_rx_bytes;        /* per host; 0 = 16 GiB (allocation is lazy) */
@@ -144,6 +151,10 @@ struct hsim_result {
     /* network, over the measurement window */
     double offered_load;  /* wire bytes of messages started / capacity */
     double achieved_load; /* DATA wire bytes received / capacity */
+    /* the same with GRANT frames counted (the paper's measure): offered
+     * uses the expected GRANTs of the messages started, achieved the GRANTs
+     * that reached hosts */
+    double offered_load_grants, achieved_load_grants;
     double downlink_util; /* busy time of ToR->host ports (all packets) */
     double uplink_util;   /* busy time of ToR->spine ports */
     /* from the window start to the end of the run */
@@ -230,6 +241,12 @@ struct hsim_net_params {
 uint32_t hsim_packets(uint32_t len, uint32_t max_payload);
 /* Wire bytes of a message: payload + per packet (DATA header + overhead). */
 double hsim_wire_bytes(uint32_t len, uint32_t max_payload, uint32_t overhead);
+/* Wire bytes of the GRANTs a receiver is expected to send for a message:
+ * one per grant step (a packet, or a quarter window for windows of 16
+ * packets and more, as the engine batches) over the bytes beyond
+ * unsched_bytes.  No GRANTs when grant_window is 0 (sender-driven). */
+double hsim_grant_wire_bytes(uint32_t len, uint32_t unsched_bytes, uint32_t grant_window,
+                             uint32_t max_payload, uint32_t overhead);
 /* Ideal one-way time (ns) of a message on an idle network: the last byte
  * reaches the receiver's engine.  cross_rack: through a spine.  With two or
  * more spines the best case sprays consecutive packets over different
@@ -285,6 +302,55 @@ void hsim_write_json(FILE *f, const struct hsim_result *r, bool with_wall);
  * (or the workload name).  Returns 0 or -1 (errno). */
 int hsim_plot(const char *path, const struct hsim_result *r, int n, const char *const *labels,
               const char *title);
+
+/* ---- homa-sim fluid (homa_sim_fluid.c) ----
+ * Messages as fluid: each host sends one message and receives one at a
+ * time at the full link rate, matched greedily in `order` at every arrival
+ * and completion (SRPT is Homa's order on both sides).  No packets, headers
+ * or round trips: the limit that the matching alone sets.  Load counts
+ * message bytes only. */
+enum { HSIM_FLUID_SRPT, HSIM_FLUID_FIFO };
+
+struct hsim_fluid_msg {
+    double t; /* arrival, s (the script must be sorted by t) */
+    int src, dst;
+    uint32_t bytes;
+};
+
+struct hsim_fluid_opts {
+    const char *workload, *data_dir; /* as in hsim_opts */
+    bool truncate_1mb;
+    double load; /* fraction of host link rate, message bytes */
+    int hosts;
+    uint64_t host_bps;
+    double seconds;  /* simulated, including the warm-up */
+    double warmup_s; /* before the measured window */
+    int order;       /* HSIM_FLUID_* */
+    uint64_t seed;
+    /* tests: these messages instead of Poisson arrivals; finish[i] gets
+     * the completion time of script[i] (left alone if it does not finish) */
+    const struct hsim_fluid_msg *script;
+    int nscript;
+    double *finish;
+};
+
+struct hsim_fluid_result {
+    double mean_msg_bytes;
+    double offered_load, achieved_load; /* over the window */
+    double load_slices[20];             /* achieved, per twentieth of the window */
+    double load_last_quarter;
+    double backlog_mb[20]; /* bytes left of arrived messages, at each slice end */
+    double backlog_slope;  /* MB per ms, least squares */
+    double rx_idle_pending; /* receivers idle while messages for them wait */
+    double rx_idle_empty;   /* receivers idle with nothing to receive */
+    uint64_t arrivals, completed, events;
+    size_t max_active, active_end;
+    double wall_s;
+};
+
+/* Runs the model; 0, or -1 with a message in err. */
+int hsim_fluid_run(const struct hsim_fluid_opts *o, struct hsim_fluid_result *r, char *err,
+                   size_t errlen);
 
 #ifdef __cplusplus
 }

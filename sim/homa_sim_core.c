@@ -92,6 +92,7 @@ struct hsim {
     struct hsim_failure fail[HSIM_MAX_FAILURES];
     int nfail;
     double offered_wire; /* wire bytes of messages started in the window */
+    double offered_grant_wire; /* ... and of the GRANTs they are expected to need */
     double started_bytes, done_bytes;
     struct qs_acc *qs; /* --queue-stats */
 
@@ -305,6 +306,15 @@ static uint32_t draw_len(struct hsim *s, struct hhost *h)
     return homa_workload_sample(s->w, vnet_rng_uniform(&h->rng), s->trunc);
 }
 
+/* Offered load of a message started in the window: its DATA and the GRANTs
+ * it is expected to need (counted apart: the paper's load includes them). */
+static void count_offered(struct hsim *s, uint32_t len)
+{
+    s->offered_wire += hsim_wire_bytes(len, s->np.max_payload, s->np.overhead_bytes);
+    s->offered_grant_wire += hsim_grant_wire_bytes(len, s->cfg.unsched_bytes, s->cfg.grant_window,
+                                                   s->np.max_payload, s->np.overhead_bytes);
+}
+
 static void message_started(struct hsim *s, uint32_t len, bool measured)
 {
     s->started_bytes += len;
@@ -343,8 +353,7 @@ static void start_rpc(struct hsim *s, uint64_t now, int src, int dst, uint32_t r
     rc = &s->rec[r];
     rc->client_id = id;
     tab_insert(s, src, id, r);
-    if (in_window(s, now))
-        s->offered_wire += hsim_wire_bytes(req_len, s->np.max_payload, s->np.overhead_bytes);
+    if (in_window(s, now)) count_offered(s, req_len);
     message_started(s, req_len, measure);
     vhost_poke(vh);
 }
@@ -376,9 +385,7 @@ static void on_ready(struct vhost *vh, uint16_t port, void *app)
                 rc->flags |= R_RESP_STARTED;
                 bool meas = rc->script >= 0 || (s->o.reply_bytes < 0 && in_window(s, now));
                 if (meas) rc->flags |= R_MEAS_RESP;
-                if (in_window(s, now))
-                    s->offered_wire +=
-                        hsim_wire_bytes(resp_len, s->np.max_payload, s->np.overhead_bytes);
+                if (in_window(s, now)) count_offered(s, resp_len);
                 message_started(s, resp_len, meas);
             }
             void *buf = msg_buf(resp_len);
@@ -493,7 +500,9 @@ uint64_t hsim_rpc_latency(const struct hsim *s, int idx, bool response)
 
 /* ---- setup ---- */
 
-static double mean_wire(const homa_workload *w, uint32_t trunc, uint32_t mp, uint32_t ovh)
+/* Mean wire bytes of a message; with c, its expected GRANTs count too. */
+static double mean_wire(const homa_workload *w, uint32_t trunc, uint32_t mp, uint32_t ovh,
+                        const homa_config *c)
 {
     size_t np = homa_workload_points(w);
     double prev = 0, sum = 0;
@@ -502,7 +511,9 @@ static double mean_wire(const homa_workload *w, uint32_t trunc, uint32_t mp, uin
         double f;
         homa_workload_point(w, i, &L, &f);
         if (trunc && L > trunc) L = trunc;
-        sum += (f - prev) * hsim_wire_bytes(L, mp, ovh);
+        double b = hsim_wire_bytes(L, mp, ovh);
+        if (c) b += hsim_grant_wire_bytes(L, c->unsched_bytes, c->grant_window, mp, ovh);
+        sum += (f - prev) * b;
         prev = f;
     }
     return sum;
@@ -707,10 +718,17 @@ struct hsim *hsim_create(const struct hsim_opts *oin, char *err, size_t errlen)
         vnet_at(s->net, s->t_start, qs_fire, s);
     }
     if (s->poisson) {
-        double per_rpc = mean_wire(s->w, s->trunc, o->max_payload, o->overhead_bytes);
-        per_rpc += o->reply_bytes >= 0 ? hsim_wire_bytes((uint32_t)o->reply_bytes, o->max_payload,
-                                                         o->overhead_bytes)
-                                       : per_rpc;
+        const homa_config *gc = o->load_counts_grants ? &s->cfg : NULL;
+        double per_rpc = mean_wire(s->w, s->trunc, o->max_payload, o->overhead_bytes, gc);
+        if (o->reply_bytes >= 0) {
+            uint32_t rb = (uint32_t)o->reply_bytes;
+            per_rpc += hsim_wire_bytes(rb, o->max_payload, o->overhead_bytes);
+            if (gc)
+                per_rpc += hsim_grant_wire_bytes(rb, gc->unsched_bytes, gc->grant_window,
+                                                 o->max_payload, o->overhead_bytes);
+        } else {
+            per_rpc *= 2;
+        }
         /* each host starts RPCs at rate lambda; each RPC puts per_rpc wire
          * bytes on host uplinks (request at the client, response at the
          * server), so every uplink carries lambda * per_rpc on average */
@@ -1060,6 +1078,9 @@ int hsim_run(struct hsim *s, struct hsim_result *r)
         double dbytes = data_wire(&c1, o) - data_wire(&c0, o);
         r->offered_load = s->offered_wire / cap;
         r->achieved_load = dbytes / cap;
+        r->offered_load_grants = (s->offered_wire + s->offered_grant_wire) / cap;
+        double gbytes = (double)(c1.grant_in - c0.grant_in) * (HSIM_GRANT_HDR + o->overhead_bytes);
+        r->achieved_load_grants = (dbytes + gbytes) / cap;
         r->downlink_util = (double)down1 / ((double)s->n * (double)meas_ns);
         int links = o->racks > 1 ? o->racks * o->spines : 0;
         r->uplink_util = links ? (double)up1 / ((double)links * (double)meas_ns) : 0;

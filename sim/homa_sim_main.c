@@ -27,6 +27,7 @@ struct cli {
     double progress_s; /* 0 = quiet */
     int jobs;
     const char *what, *values;
+    const char *order; /* fluid: comma-separated orders */
 };
 
 static void usage(FILE *f)
@@ -36,6 +37,10 @@ static void usage(FILE *f)
           "       homa-sim ablate --what KIND [--values LIST] [options]\n"
           "            KIND: priorities (1,2,4,8), overcommit (1..8), unsched (bytes),\n"
           "                  sender (receiver- vs sender-driven), load (fractions)\n"
+          "       homa-sim fluid [--order srpt,fifo] [options]\n"
+          "            messages as fluid, matched greedily in that order (SRPT: Homa's);\n"
+          "            the load the matching alone can carry (--workload, --load,\n"
+          "            --hosts, --host-gbps, --seed, --warmup-ms [0], --measure-ms [1000])\n"
           "output:\n"
           "  --json OUT              write results as JSON (- = stdout, then no table)\n"
           "  --no-wall               leave wall time, events/s and RSS out of the JSON\n"
@@ -60,9 +65,10 @@ static int parse_cli(struct cli *c, int argc, char **argv, int *i)
         c->progress_s = 0;
         return 1;
     }
-    const char *const names[] = {"--json", "--plot", "--progress", "--jobs", "--what", "--values"};
+    const char *const names[] = {"--json", "--plot",   "--progress",
+                                 "--jobs", "--what",   "--values", "--order"};
     int k = -1;
-    for (int j = 0; j < 6; j++)
+    for (int j = 0; j < 7; j++)
         if (strcmp(a, names[j]) == 0) k = j;
     if (k < 0) return 0;
     if (!v) {
@@ -90,6 +96,9 @@ static int parse_cli(struct cli *c, int argc, char **argv, int *i)
         break;
     case 5:
         c->values = v;
+        break;
+    case 6:
+        c->order = v;
         break;
     }
     (*i)++;
@@ -138,6 +147,8 @@ static void print_result(FILE *f, const struct hsim_result *r)
             "  load: offered %.3f, achieved %.3f (DATA), downlinks busy %.3f, uplinks busy "
             "%.3f\n",
             r->offered_load, r->achieved_load, r->downlink_util, r->uplink_util);
+    fprintf(f, "  load with GRANT frames counted (the paper's measure): offered %.3f, achieved %.3f\n",
+            r->offered_load_grants, r->achieved_load_grants);
     fprintf(f,
             "  drops %llu, resends %llu, retransmitted packets %llu, grants %llu, timeouts %llu, "
             "refused %llu, max queue %llu B (downlink %llu B)\n",
@@ -519,6 +530,106 @@ static int cmd_ablate(struct cli *cl, const struct hsim_opts *base)
     return failed ? 1 : 0;
 }
 
+static const char *const fluid_names[] = {"srpt", "fifo"};
+
+static void fluid_json(FILE *f, const struct hsim_fluid_opts *fo, const struct hsim_fluid_result *r,
+                       bool wall)
+{
+    fprintf(f, "  {\"model\": \"fluid\", \"workload\": \"%s\", \"order\": \"%s\", \"hosts\": %d, ",
+            fo->workload, fluid_names[fo->order], fo->hosts);
+    fprintf(f, "\"load\": %.4f, \"seed\": %llu, \"warmup_s\": %.4f, \"seconds\": %.4f,\n", fo->load,
+            (unsigned long long)fo->seed, fo->warmup_s, fo->seconds);
+    fprintf(f, "   \"mean_message_bytes\": %.1f, \"offered_load\": %.4f, \"achieved_load\": %.4f, ",
+            r->mean_msg_bytes, r->offered_load, r->achieved_load);
+    fprintf(f, "\"achieved_load_last_quarter\": %.4f,\n   \"achieved_load_slices\": [",
+            r->load_last_quarter);
+    for (int i = 0; i < 20; i++)
+        fprintf(f, "%s%.4f", i ? ", " : "", r->load_slices[i]);
+    fprintf(f, "],\n   \"backlog_mb\": [");
+    for (int i = 0; i < 20; i++)
+        fprintf(f, "%s%.1f", i ? ", " : "", r->backlog_mb[i]);
+    fprintf(f,
+            "],\n   \"backlog_slope_mb_per_ms\": %.4f, \"rx_idle_pending\": %.4f, "
+            "\"rx_idle_empty\": %.4f,\n   \"arrivals\": %llu, \"completed\": %llu, \"events\": %llu, "
+            "\"max_active\": %zu, \"active_end\": %zu",
+            r->backlog_slope, r->rx_idle_pending, r->rx_idle_empty,
+            (unsigned long long)r->arrivals, (unsigned long long)r->completed,
+            (unsigned long long)r->events, r->max_active, r->active_end);
+    if (wall) fprintf(f, ", \"wall_time_s\": %.2f", r->wall_s);
+    fprintf(f, "}");
+}
+
+static int cmd_fluid(const struct cli *cl, const struct hsim_opts *o)
+{
+    struct hsim_fluid_opts fo = {
+        .workload = o->workload,
+        .data_dir = o->data_dir,
+        .truncate_1mb = o->truncate_1mb,
+        .load = o->load,
+        .hosts = o->hosts,
+        .host_bps = o->host_bps,
+        .warmup_s = (o->warmup_ms >= 0 ? o->warmup_ms : 0) / 1e3,
+        .seed = o->seed,
+    };
+    fo.seconds = fo.warmup_s + (o->measure_ms > 0 ? o->measure_ms : 1000) / 1e3;
+    int orders[2], n = 0;
+    const char *p = cl->order ? cl->order : "srpt";
+    while (*p) {
+        size_t len = strcspn(p, ",");
+        int k = -1;
+        for (int j = 0; j < 2; j++)
+            if (strlen(fluid_names[j]) == len && strncmp(p, fluid_names[j], len) == 0) k = j;
+        if (k < 0 || n == 2) {
+            fprintf(stderr, "homa-sim: --order takes srpt and/or fifo, comma-separated\n");
+            return 2;
+        }
+        orders[n++] = k;
+        p += len;
+        if (*p == ',') p++;
+    }
+    bool json_stdout = cl->json && strcmp(cl->json, "-") == 0;
+    FILE *jf = NULL;
+    if (cl->json && !(jf = open_out(cl->json))) return 1;
+    if (jf) fprintf(jf, "[\n");
+    if (!json_stdout)
+        printf("homa-sim fluid: %s, %d hosts at %.0f Gb/s, load %.2f of message bytes, window "
+               "%.0f-%.0f ms, seed %llu\n",
+               fo.workload, fo.hosts, (double)fo.host_bps / 1e9, fo.load, fo.warmup_s * 1e3,
+               fo.seconds * 1e3, (unsigned long long)fo.seed);
+    for (int i = 0; i < n; i++) {
+        fo.order = orders[i];
+        struct hsim_fluid_result r;
+        char err[256];
+        if (hsim_fluid_run(&fo, &r, err, sizeof(err)) != 0) {
+            fprintf(stderr, "homa-sim: %s\n", err);
+            if (jf && jf != stdout) fclose(jf);
+            return 1;
+        }
+        if (!json_stdout) {
+            printf("  %s: offered %.3f, achieved %.3f (last quarter %.3f); receivers idle with "
+                   "messages waiting %.3f, with none %.3f\n",
+                   fluid_names[fo.order], r.offered_load, r.achieved_load, r.load_last_quarter,
+                   r.rx_idle_pending, r.rx_idle_empty);
+            printf("    backlog %.0f -> %.0f MB (%+.3f MB/ms), %zu messages left; %llu events, "
+                   "%.1f s wall\n    achieved by twentieths:",
+                   r.backlog_mb[0], r.backlog_mb[19], r.backlog_slope, r.active_end,
+                   (unsigned long long)r.events, r.wall_s);
+            for (int k = 0; k < 20; k++)
+                printf(" %.3f", r.load_slices[k]);
+            printf("\n");
+        }
+        if (jf) {
+            fluid_json(jf, &fo, &r, !cl->no_wall);
+            fprintf(jf, "%s\n", i + 1 < n ? "," : "");
+        }
+    }
+    if (jf) {
+        fprintf(jf, "]\n");
+        if (jf != stdout) fclose(jf);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     /* Message buffers of 1 MB and more get their own mappings: a receive
@@ -537,6 +648,9 @@ int main(int argc, char **argv)
         first = 2;
     } else if (argc > 1 && strcmp(argv[1], "ablate") == 0) {
         cmd = 2;
+        first = 2;
+    } else if (argc > 1 && strcmp(argv[1], "fluid") == 0) {
+        cmd = 3;
         first = 2;
     }
     bool load_given = false;
@@ -565,6 +679,7 @@ int main(int argc, char **argv)
     }
     if (cmd == 1) return cmd_reproduce(&cl, &o, load_given);
     if (cmd == 2) return cmd_ablate(&cl, &o);
+    if (cmd == 3) return cmd_fluid(&cl, &o);
 
     o.progress_s = cl.progress_s;
     if (o.max_rss_mb < 0) o.max_rss_mb = auto_rss_mb(1);

@@ -122,6 +122,8 @@ void hsim_print_options(FILE *f)
     fputs("workload and traffic:\n"
           "  --workload wN|PATH      message sizes (W1-W5 in data/workloads)      [w4]\n"
           "  --load F                offered load, fraction of host link rate     [0.8]\n"
+          "  --load-counts-grants    count GRANT frames in --load, as the paper's\n"
+          "                          simulator does (less DATA for the same F)\n"
           "  --truncate-1mb          cap sizes at 1,000,000 B (Linux benchmarks)\n"
           "  --reply sampled|BYTES   response sizes: from the workload (each       [sampled]\n"
           "                          message measured) or fixed (requests only)\n"
@@ -193,6 +195,10 @@ int hsim_parse_opt(struct hsim_opts *o, int argc, char **argv, int *i, char *err
     }
     if (strcmp(a, "queue-stats") == 0) {
         o->queue_stats = true;
+        return 1;
+    }
+    if (strcmp(a, "load-counts-grants") == 0) {
+        o->load_counts_grants = true;
         return 1;
     }
     static const char *const with_value[] = {"workload",
@@ -362,6 +368,15 @@ double hsim_wire_bytes(uint32_t len, uint32_t max_payload, uint32_t overhead)
     return (double)len + (double)hsim_packets(len, max_payload) * (HSIM_DATA_HDR + overhead);
 }
 
+double hsim_grant_wire_bytes(uint32_t len, uint32_t unsched_bytes, uint32_t grant_window,
+                             uint32_t max_payload, uint32_t overhead)
+{
+    if (grant_window == 0 || len <= unsched_bytes || max_payload == 0) return 0;
+    uint32_t step = grant_window >= 16 * max_payload ? grant_window / 4 : max_payload;
+    uint64_t grants = ((uint64_t)len - unsched_bytes + step - 1) / step;
+    return (double)grants * (HSIM_GRANT_HDR + overhead);
+}
+
 struct hop {
     double bps, delay; /* delay after the last bit: propagation (+ switch) */
 };
@@ -467,7 +482,7 @@ double hsim_rtt_ns(const struct hsim_net_params *p, bool cross)
 {
     struct hop h[4];
     int nh = path_hops(p, cross, h);
-    double grant = 33 + (double)p->overhead_bytes; /* GRANT header, no payload */
+    double grant = HSIM_GRANT_HDR + (double)p->overhead_bytes;
     return hsim_ideal_ns(p, p->max_payload, cross) + pipeline_ns(h, nh, 1, grant, grant) +
            (double)p->rx_delay_ns;
 }

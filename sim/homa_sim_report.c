@@ -89,6 +89,7 @@ void hsim_write_json(FILE *f, const struct hsim_result *r, bool with_wall)
         fprintf(f, "%s%u", i ? ", " : "", c->unsched_cutoffs[i]);
     fprintf(f, "], \"adaptive_cutoffs\": %s, \"sender_driven\": %s,\n",
             c->adaptive_cutoffs ? "true" : "false", o->sender_driven ? "true" : "false");
+    fprintf(f, "    \"load_counts_grants\": %s,\n", o->load_counts_grants ? "true" : "false");
     fprintf(f, "    \"rtt_ns\": ");
     num(f, r->rtt_ns, "%.1f");
     fprintf(f, ", \"rtt_bytes\": %u, \"rpc_rate_per_host\": ", r->rtt_bytes);
@@ -138,6 +139,10 @@ void hsim_write_json(FILE *f, const struct hsim_result *r, bool with_wall)
     num(f, r->offered_load, "%.4f");
     fprintf(f, ",\n  \"achieved_load\": ");
     num(f, r->achieved_load, "%.4f");
+    fprintf(f, ",\n  \"offered_load_with_grants\": ");
+    num(f, r->offered_load_grants, "%.4f");
+    fprintf(f, ",\n  \"achieved_load_with_grants\": ");
+    num(f, r->achieved_load_grants, "%.4f");
     fprintf(f, ",\n  \"downlink_utilization\": ");
     num(f, r->downlink_util, "%.4f");
     fprintf(f, ",\n  \"uplink_utilization\": ");

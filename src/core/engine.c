@@ -694,7 +694,7 @@ static int message_buffer(homa_engine *eng, const void *src, void *owned, size_t
     if (len > 0 && !src) return HOMA_ERR_INVAL;
     uint8_t *b = homa_buf_get(eng, (uint32_t)len);
     if (!b) return HOMA_ERR_NOMEM;
-    if (len) memcpy(b, src, len);
+    if (len && src) memcpy(b, src, len); /* src is only NULL when len is 0 */
     *out = b;
     return 0;
 }

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Same seed -> byte-identical JSON from the command line (--no-wall drops
 # the wall-clock fields); the JSON has the fields scripts rely on; a PNG
-# plot is written.  Usage: cli_determinism.sh HOMA_SIM OUTDIR
+# plot is written; the same for `homa-sim fluid`.  Usage: cli_determinism.sh HOMA_SIM OUTDIR
 set -e
 sim=$1
 out=$2
@@ -19,4 +19,14 @@ grep -q '"wall_time_s"' "$out/det_c.json"
 cmp "$out/det_a.json" "$out/det_c.trim"
 # a PNG
 head -c 8 "$out/det.png" | od -An -tx1 | grep -q '89 50 4e 47 0d 0a 1a 0a'
+# the fluid model: same seed, same JSON; both orders; bad input is refused
+fargs="fluid --workload w4 --load 0.5 --hosts 16 --seed 2 --measure-ms 50 --order srpt,fifo --no-wall"
+"$sim" $fargs --json "$out/fl_a.json" > /dev/null
+"$sim" $fargs --json - > "$out/fl_b.json"
+cmp "$out/fl_a.json" "$out/fl_b.json"
+for f in '"order": "srpt"' '"order": "fifo"' achieved_load_slices backlog_slope_mb_per_ms rx_idle_pending; do
+    grep -q "$f" "$out/fl_a.json" || { echo "fluid: missing $f"; exit 1; }
+done
+"$sim" fluid --workload w4 --order longest > /dev/null 2>&1 && { echo "bad --order accepted"; exit 1; }
+"$sim" fluid --workload w4 --hosts 1 > /dev/null 2>&1 && { echo "1 host accepted"; exit 1; }
 echo "cli determinism ok"
