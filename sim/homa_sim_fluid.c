@@ -10,8 +10,10 @@
  * matching is exactly the stable outcome of receivers granting their
  * shortest messages and senders sending their shortest granted ones.  No
  * headers, no round trips, no queues, no grants: what is left is the
- * matching itself, so whatever this model cannot deliver at a load, the
- * packet-level simulation cannot either.
+ * matching itself, so load this model cannot carry is lost to the
+ * scheduling order, not to packets.  (It is an idealization, not a strict
+ * bound: a real sender may slip packets of a second message in while its
+ * first waits for grants.)
  *
  * Between events the matching does not change (under SRPT a served message
  * only gets shorter, so it keeps its place ahead of the ones it blocks;
