@@ -323,7 +323,7 @@ struct hsim_fluid_opts {
     double load; /* fraction of host link rate, message bytes */
     int hosts;
     uint64_t host_bps;
-    double seconds;  /* simulated, including the warm-up */
+    double seconds;  /* simulated, including the warm-up; at most an hour */
     double warmup_s; /* before the measured window */
     int order;       /* HSIM_FLUID_* */
     uint64_t seed;
@@ -351,6 +351,12 @@ struct hsim_fluid_result {
 /* Runs the model; 0, or -1 with a message in err. */
 int hsim_fluid_run(const struct hsim_fluid_opts *o, struct hsim_fluid_result *r, char *err,
                    size_t errlen);
+/* "srpt" or "fifo" ("?" for anything else). */
+const char *hsim_fluid_order_name(int order);
+/* One run as a JSON object (no trailing newline); with_wall adds the wall
+ * time, the only field that differs between runs with the same seed. */
+void hsim_fluid_write_json(FILE *f, const struct hsim_fluid_opts *fo,
+                           const struct hsim_fluid_result *r, bool with_wall);
 
 #ifdef __cplusplus
 }

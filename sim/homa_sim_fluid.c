@@ -22,6 +22,7 @@
  * fall behind waiting ones (longest first) would need events for those
  * crossings too, so it is not offered. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,16 +96,35 @@ static int add_msg(struct fluid *f, double t, int src, int dst, uint32_t size, i
     return 0;
 }
 
+/* End of measurement slice i of 20 in [T0, T]; the last one ends at T
+ * exactly, whatever the rounding of the others. */
+static double slice_end(double T0, double T, int i)
+{
+    return i + 1 >= 20 ? T : T0 + (T - T0) * (i + 1) / 20;
+}
+
 int hsim_fluid_run(const struct hsim_fluid_opts *o, struct hsim_fluid_result *r, char *err,
                    size_t errlen)
 {
     memset(r, 0, sizeof(*r));
-    if (o->hosts < 2 || o->host_bps == 0 || !(o->seconds > 0) ||
-        !(o->warmup_s >= 0 && o->warmup_s < o->seconds) || (!o->script && !(o->load > 0))) {
+    /* Times are doubles in seconds; an hour at most keeps a byte well above
+     * their rounding at any link rate. */
+    if (o->hosts < 2 || o->host_bps == 0 || !(o->seconds <= 3600) ||
+        !(o->warmup_s >= 0 && o->seconds - o->warmup_s >= 1e-6) ||
+        (!o->script && !(o->load > 0 && o->load <= 2)) ||
+        (o->order != HSIM_FLUID_SRPT && o->order != HSIM_FLUID_FIFO) || o->nscript < 0) {
         snprintf(err, errlen,
-                 "fluid: need hosts >= 2, a link rate, load > 0 and 0 <= warm-up < "
-                 "duration");
+                 "fluid: need hosts >= 2, a link rate, 0 < load <= 2, order srpt or fifo, and a "
+                 "window of 1 us to 1 h after the warm-up");
         return -1;
+    }
+    for (int i = 0; o->script && i < o->nscript; i++) {
+        double t = o->script[i].t;
+        if (!(t >= 0 && t <= o->seconds) || (i > 0 && t < o->script[i - 1].t)) {
+            snprintf(err, errlen, "fluid: script times must be sorted, within [0, %g] s",
+                     o->seconds);
+            return -1;
+        }
     }
     homa_workload *w = NULL;
     uint32_t trunc = o->truncate_1mb ? HOMA_WORKLOAD_LINUX_MAX : 0;
@@ -123,7 +143,10 @@ int hsim_fluid_run(const struct hsim_fluid_opts *o, struct hsim_fluid_result *r,
     f.rx_busy = calloc((size_t)H, 1);
     f.rx_has = calloc((size_t)H, 1);
     int rc = -1;
-    if (!f.tx_busy || !f.rx_busy || !f.rx_has) goto out;
+    if (!f.tx_busy || !f.rx_busy || !f.rx_has) {
+        snprintf(err, errlen, "fluid: out of memory");
+        goto out;
+    }
 
     const double rate = (double)o->host_bps / 8.0; /* bytes/s */
     const double T = o->seconds, T0 = o->warmup_s, win = T - T0;
@@ -145,14 +168,19 @@ int hsim_fluid_run(const struct hsim_fluid_opts *o, struct hsim_fluid_result *r,
     for (;;) {
         int pairs = match(&f);
         double tc = INFINITY;
+        size_t first = SIZE_MAX; /* the served message that finishes first */
         for (size_t i = 0; i < f.n; i++)
-            if (f.m[i].served && f.m[i].rem / rate < tc) tc = f.m[i].rem / rate;
+            if (f.m[i].served && f.m[i].rem / rate < tc) {
+                tc = f.m[i].rem / rate;
+                first = i;
+            }
         double tn = fmin(fmin(next_arr, t + tc), T);
         /* a slice boundary splits the step so each slice gets its share */
         if (t < T0) tn = fmin(tn, T0);
-        if (slice < NS) tn = fmin(tn, T0 + win * (slice + 1) / NS);
+        if (slice < NS) tn = fmin(tn, slice_end(T0, T, slice));
+        bool finishes = first != SIZE_MAX && tn >= t + tc;
         double dt = tn - t;
-        if (t >= T0 && dt > 0) {
+        if (t >= T0 && dt > 0 && slice < NS) {
             int waiting = 0;
             for (int h = 0; h < H; h++)
                 waiting += !f.rx_busy[h] && f.rx_has[h];
@@ -163,6 +191,10 @@ int hsim_fluid_run(const struct hsim_fluid_opts *o, struct hsim_fluid_result *r,
         double moved = rate * dt;
         for (size_t i = 0; i < f.n; i++)
             if (f.m[i].served) f.m[i].rem -= moved;
+        /* The step ended at that message's finish: it is done even if
+         * rounding left a crumb (late in a long run t + tc can round to t,
+         * and a crumb would then never drain). */
+        if (finishes) f.m[first].rem = 0;
         t = tn;
         r->events++;
         /* finished messages (a tolerance of a millibyte absorbs rounding) */
@@ -177,7 +209,7 @@ int hsim_fluid_run(const struct hsim_fluid_opts *o, struct hsim_fluid_result *r,
             if (m->id >= 0 && o->finish) o->finish[m->id] = t;
         }
         f.n = k;
-        if (t >= T0 + win * (slice + 1) / NS - 1e-15 && slice < NS) {
+        if (slice < NS && t >= slice_end(T0, T, slice)) {
             double b = 0;
             for (size_t i = 0; i < f.n; i++)
                 b += f.m[i].rem;
@@ -242,7 +274,8 @@ int hsim_fluid_run(const struct hsim_fluid_opts *o, struct hsim_fluid_result *r,
         sxx += x * x;
         sxy += x * r->backlog_mb[i];
     }
-    r->backlog_slope = (NS * sxy - sx * sy) / (NS * sxx - sx * sx);
+    double den = NS * sxx - sx * sx;
+    r->backlog_slope = den > 0 ? (NS * sxy - sx * sy) / den : 0;
     struct timespec ts1;
     clock_gettime(CLOCK_MONOTONIC, &ts1);
     r->wall_s = (double)(ts1.tv_sec - ts0.tv_sec) + (double)(ts1.tv_nsec - ts0.tv_nsec) / 1e9;

@@ -530,34 +530,6 @@ static int cmd_ablate(struct cli *cl, const struct hsim_opts *base)
     return failed ? 1 : 0;
 }
 
-static const char *const fluid_names[] = {"srpt", "fifo"};
-
-static void fluid_json(FILE *f, const struct hsim_fluid_opts *fo, const struct hsim_fluid_result *r,
-                       bool wall)
-{
-    fprintf(f, "  {\"model\": \"fluid\", \"workload\": \"%s\", \"order\": \"%s\", \"hosts\": %d, ",
-            fo->workload, fluid_names[fo->order], fo->hosts);
-    fprintf(f, "\"load\": %.4f, \"seed\": %llu, \"warmup_s\": %.4f, \"seconds\": %.4f,\n", fo->load,
-            (unsigned long long)fo->seed, fo->warmup_s, fo->seconds);
-    fprintf(f, "   \"mean_message_bytes\": %.1f, \"offered_load\": %.4f, \"achieved_load\": %.4f, ",
-            r->mean_msg_bytes, r->offered_load, r->achieved_load);
-    fprintf(f, "\"achieved_load_last_quarter\": %.4f,\n   \"achieved_load_slices\": [",
-            r->load_last_quarter);
-    for (int i = 0; i < 20; i++)
-        fprintf(f, "%s%.4f", i ? ", " : "", r->load_slices[i]);
-    fprintf(f, "],\n   \"backlog_mb\": [");
-    for (int i = 0; i < 20; i++)
-        fprintf(f, "%s%.1f", i ? ", " : "", r->backlog_mb[i]);
-    fprintf(f,
-            "],\n   \"backlog_slope_mb_per_ms\": %.4f, \"rx_idle_pending\": %.4f, "
-            "\"rx_idle_empty\": %.4f,\n   \"arrivals\": %llu, \"completed\": %llu, \"events\": %llu, "
-            "\"max_active\": %zu, \"active_end\": %zu",
-            r->backlog_slope, r->rx_idle_pending, r->rx_idle_empty,
-            (unsigned long long)r->arrivals, (unsigned long long)r->completed,
-            (unsigned long long)r->events, r->max_active, r->active_end);
-    if (wall) fprintf(f, ", \"wall_time_s\": %.2f", r->wall_s);
-    fprintf(f, "}");
-}
 
 static int cmd_fluid(const struct cli *cl, const struct hsim_opts *o)
 {
@@ -574,12 +546,18 @@ static int cmd_fluid(const struct cli *cl, const struct hsim_opts *o)
     fo.seconds = fo.warmup_s + (o->measure_ms > 0 ? o->measure_ms : 1000) / 1e3;
     int orders[2], n = 0;
     const char *p = cl->order ? cl->order : "srpt";
+    if (!*p) {
+        fprintf(stderr, "homa-sim: --order takes srpt and/or fifo, comma-separated\n");
+        return 2;
+    }
     while (*p) {
         size_t len = strcspn(p, ",");
         int k = -1;
         for (int j = 0; j < 2; j++)
-            if (strlen(fluid_names[j]) == len && strncmp(p, fluid_names[j], len) == 0) k = j;
-        if (k < 0 || n == 2) {
+            if (strlen(hsim_fluid_order_name(j)) == len &&
+                strncmp(p, hsim_fluid_order_name(j), len) == 0)
+                k = j;
+        if (k < 0 || n == 2 || len == 0) {
             fprintf(stderr, "homa-sim: --order takes srpt and/or fifo, comma-separated\n");
             return 2;
         }
@@ -608,7 +586,7 @@ static int cmd_fluid(const struct cli *cl, const struct hsim_opts *o)
         if (!json_stdout) {
             printf("  %s: offered %.3f, achieved %.3f (last quarter %.3f); receivers idle with "
                    "messages waiting %.3f, with none %.3f\n",
-                   fluid_names[fo.order], r.offered_load, r.achieved_load, r.load_last_quarter,
+                   hsim_fluid_order_name(fo.order), r.offered_load, r.achieved_load, r.load_last_quarter,
                    r.rx_idle_pending, r.rx_idle_empty);
             printf("    backlog %.0f -> %.0f MB (%+.3f MB/ms), %zu messages left; %llu events, "
                    "%.1f s wall\n    achieved by twentieths:",
@@ -619,7 +597,7 @@ static int cmd_fluid(const struct cli *cl, const struct hsim_opts *o)
             printf("\n");
         }
         if (jf) {
-            fluid_json(jf, &fo, &r, !cl->no_wall);
+            hsim_fluid_write_json(jf, &fo, &r, !cl->no_wall);
             fprintf(jf, "%s\n", i + 1 < n ? "," : "");
         }
     }

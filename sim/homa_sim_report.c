@@ -287,3 +287,56 @@ int hsim_plot(const char *path, const struct hsim_result *r, int n, const char *
     if (sp.x.max <= sp.x.min) sp.x.max = sp.x.min * 10;
     return plot_write_png(path, &sp);
 }
+
+const char *hsim_fluid_order_name(int order)
+{
+    return order == HSIM_FLUID_FIFO ? "fifo" : order == HSIM_FLUID_SRPT ? "srpt" : "?";
+}
+
+void hsim_fluid_write_json(FILE *f, const struct hsim_fluid_opts *fo,
+                           const struct hsim_fluid_result *r, bool with_wall)
+{
+    fprintf(f, "  {\"model\": \"fluid\", \"workload\": ");
+    json_str(f, fo->workload);
+    fprintf(f, ", \"order\": \"%s\", \"hosts\": %d, \"load\": ", hsim_fluid_order_name(fo->order),
+            fo->hosts);
+    num(f, fo->load, "%.4f");
+    fprintf(f, ", \"seed\": %llu, \"warmup_s\": ", (unsigned long long)fo->seed);
+    num(f, fo->warmup_s, "%.6f");
+    fprintf(f, ", \"seconds\": ");
+    num(f, fo->seconds, "%.6f");
+    fprintf(f, ",\n   \"mean_message_bytes\": ");
+    num(f, r->mean_msg_bytes, "%.1f");
+    fprintf(f, ", \"offered_load\": ");
+    num(f, r->offered_load, "%.4f");
+    fprintf(f, ", \"achieved_load\": ");
+    num(f, r->achieved_load, "%.4f");
+    fprintf(f, ", \"achieved_load_last_quarter\": ");
+    num(f, r->load_last_quarter, "%.4f");
+    fprintf(f, ",\n   \"achieved_load_slices\": [");
+    for (int i = 0; i < 20; i++) {
+        if (i) fputs(", ", f);
+        num(f, r->load_slices[i], "%.4f");
+    }
+    fprintf(f, "],\n   \"backlog_mb\": [");
+    for (int i = 0; i < 20; i++) {
+        if (i) fputs(", ", f);
+        num(f, r->backlog_mb[i], "%.1f");
+    }
+    fprintf(f, "],\n   \"backlog_slope_mb_per_ms\": ");
+    num(f, r->backlog_slope, "%.4f");
+    fprintf(f, ", \"rx_idle_pending\": ");
+    num(f, r->rx_idle_pending, "%.4f");
+    fprintf(f, ", \"rx_idle_empty\": ");
+    num(f, r->rx_idle_empty, "%.4f");
+    fprintf(f,
+            ",\n   \"arrivals\": %llu, \"completed\": %llu, \"events\": %llu, "
+            "\"max_active\": %zu, \"active_end\": %zu",
+            (unsigned long long)r->arrivals, (unsigned long long)r->completed,
+            (unsigned long long)r->events, r->max_active, r->active_end);
+    if (with_wall) {
+        fprintf(f, ", \"wall_time_s\": ");
+        num(f, r->wall_s, "%.2f");
+    }
+    fprintf(f, "}");
+}

@@ -29,4 +29,14 @@ for f in '"order": "srpt"' '"order": "fifo"' achieved_load_slices backlog_slope_
 done
 "$sim" fluid --workload w4 --order longest > /dev/null 2>&1 && { echo "bad --order accepted"; exit 1; }
 "$sim" fluid --workload w4 --hosts 1 > /dev/null 2>&1 && { echo "1 host accepted"; exit 1; }
+"$sim" fluid --workload w4 --order '' > /dev/null 2>&1 && { echo "empty --order accepted"; exit 1; }
+"$sim" fluid --workload w4 --measure-ms 4000000 > /dev/null 2>&1 && { echo "over an hour accepted"; exit 1; }
+# a workload path that needs escaping still gives valid JSON
+if command -v python3 > /dev/null; then
+    cp "$(dirname "$0")/../../data/workloads/w1.cdf" "$out/q\"uote.cdf"
+    "$sim" fluid --workload "$out/q\"uote.cdf" --hosts 4 --load 0.3 --measure-ms 1 --json - |
+        python3 -m json.tool > /dev/null
+    "$sim" --workload "$out/q\"uote.cdf" --hosts 4 --load 0.3 --warmup-ms 0.1 --measure-ms 0.2 \
+        --quiet --json - | python3 -m json.tool > /dev/null
+fi
 echo "cli determinism ok"

@@ -439,6 +439,20 @@ static void fluid__one_message_at_line_rate(void **state)
     assert_int_equal(r.completed, 1);
     assert_true(fabs(r.rx_idle_empty - 0.75) < 1e-9);
     assert_true(r.rx_idle_pending == 0);
+    /* late in an hour-long run the clock's rounding exceeds a millibyte of
+     * link time: the message still finishes (it used to spin forever) */
+    const struct hsim_fluid_msg late = {3000, 1, 0, 12345};
+    fluid_script(&fo, 2, 3600, HSIM_FLUID_SRPT, &late, 1, &fin);
+    fo.warmup_s = 2999;
+    assert_int_equal(hsim_fluid_run(&fo, &r, err, sizeof(err)), 0);
+    assert_true(fabs(fin - (3000 + 12345 / 1.25e9)) < 1e-9);
+    /* scripts must be in time order, within the run */
+    const struct hsim_fluid_msg unsorted[2] = {{0.001, 0, 1, 10}, {0.0005, 1, 0, 10}};
+    double fin2[2];
+    fluid_script(&fo, 2, 0.002, HSIM_FLUID_SRPT, unsorted, 2, fin2);
+    assert_int_equal(hsim_fluid_run(&fo, &r, err, sizeof(err)), -1);
+    fluid_script(&fo, 2, 0.002, 7, &m, 1, &fin); /* no such order */
+    assert_int_equal(hsim_fluid_run(&fo, &r, err, sizeof(err)), -1);
 }
 
 /* A short message from host 0 to 2 (A) holds both ends, so host 0's longer
@@ -496,6 +510,16 @@ static void fluid__light_load_carried(void **state)
     for (int i = 0; i < 20; i++)
         sum += a.load_slices[i];
     assert_true(fabs(sum / 20 - a.achieved_load) < 1e-9);
+    /* a window whose twentieths do not add up exactly in binary (UBSan
+     * flagged a 21st slice here) */
+    fo.warmup_s = 0.005;
+    fo.seconds = 0.035;
+    assert_int_equal(hsim_fluid_run(&fo, &a, err, sizeof(err)), 0);
+    sum = 0;
+    for (int i = 0; i < 20; i++)
+        sum += a.load_slices[i];
+    assert_true(fabs(sum / 20 - a.achieved_load) < 1e-9);
+    assert_true(a.backlog_mb[19] > 0);
     fo.workload = "no-such-workload";
     assert_int_equal(hsim_fluid_run(&fo, &a, err, sizeof(err)), -1);
 }
