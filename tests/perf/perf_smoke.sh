@@ -83,6 +83,9 @@ $(cat "$1")"
 $(cat "$tmp/compare.out")"
 check_json "$tmp/compare.out" compare
 
+# The background job opens its output file itself, possibly after the first
+# sed below runs: create it first so that sed never finds it missing.
+: >"$tmp/server.out"
 "$PERF" server --proto tcp --port 0 >"$tmp/server.out" 2>&1 &
 server_pid=$!
 port=
