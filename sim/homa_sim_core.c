@@ -306,13 +306,19 @@ static uint32_t draw_len(struct hsim *s, struct hhost *h)
     return homa_workload_sample(s->w, vnet_rng_uniform(&h->rng), s->trunc);
 }
 
+/* Expected GRANT wire bytes of a message under engine config c (0 if c is
+ * NULL: GRANTs not counted). */
+static double grant_wire(const homa_config *c, uint32_t len, uint32_t mp, uint32_t ovh)
+{
+    return c ? hsim_grant_wire_bytes(len, c->unsched_bytes, c->grant_window, mp, ovh) : 0;
+}
+
 /* Offered load of a message started in the window: its DATA and the GRANTs
  * it is expected to need (counted apart: the paper's load includes them). */
 static void count_offered(struct hsim *s, uint32_t len)
 {
     s->offered_wire += hsim_wire_bytes(len, s->np.max_payload, s->np.overhead_bytes);
-    s->offered_grant_wire += hsim_grant_wire_bytes(len, s->cfg.unsched_bytes, s->cfg.grant_window,
-                                                   s->np.max_payload, s->np.overhead_bytes);
+    s->offered_grant_wire += grant_wire(&s->cfg, len, s->np.max_payload, s->np.overhead_bytes);
 }
 
 static void message_started(struct hsim *s, uint32_t len, bool measured)
@@ -511,9 +517,7 @@ static double mean_wire(const homa_workload *w, uint32_t trunc, uint32_t mp, uin
         double f;
         homa_workload_point(w, i, &L, &f);
         if (trunc && L > trunc) L = trunc;
-        double b = hsim_wire_bytes(L, mp, ovh);
-        if (c) b += hsim_grant_wire_bytes(L, c->unsched_bytes, c->grant_window, mp, ovh);
-        sum += (f - prev) * b;
+        sum += (f - prev) * (hsim_wire_bytes(L, mp, ovh) + grant_wire(c, L, mp, ovh));
         prev = f;
     }
     return sum;
@@ -722,10 +726,8 @@ struct hsim *hsim_create(const struct hsim_opts *oin, char *err, size_t errlen)
         double per_rpc = mean_wire(s->w, s->trunc, o->max_payload, o->overhead_bytes, gc);
         if (o->reply_bytes >= 0) {
             uint32_t rb = (uint32_t)o->reply_bytes;
-            per_rpc += hsim_wire_bytes(rb, o->max_payload, o->overhead_bytes);
-            if (gc)
-                per_rpc += hsim_grant_wire_bytes(rb, gc->unsched_bytes, gc->grant_window,
-                                                 o->max_payload, o->overhead_bytes);
+            per_rpc += hsim_wire_bytes(rb, o->max_payload, o->overhead_bytes) +
+                       grant_wire(gc, rb, o->max_payload, o->overhead_bytes);
         } else {
             per_rpc *= 2;
         }

@@ -530,7 +530,6 @@ static int cmd_ablate(struct cli *cl, const struct hsim_opts *base)
     return failed ? 1 : 0;
 }
 
-
 static int cmd_fluid(const struct cli *cl, const struct hsim_opts *o)
 {
     struct hsim_fluid_opts fo = {
@@ -546,25 +545,20 @@ static int cmd_fluid(const struct cli *cl, const struct hsim_opts *o)
     fo.seconds = fo.warmup_s + (o->measure_ms > 0 ? o->measure_ms : 1000) / 1e3;
     int orders[2], n = 0;
     const char *p = cl->order ? cl->order : "srpt";
-    if (!*p) {
-        fprintf(stderr, "homa-sim: --order takes srpt and/or fifo, comma-separated\n");
-        return 2;
-    }
-    while (*p) {
+    do {
         size_t len = strcspn(p, ",");
         int k = -1;
         for (int j = 0; j < 2; j++)
             if (strlen(hsim_fluid_order_name(j)) == len &&
                 strncmp(p, hsim_fluid_order_name(j), len) == 0)
                 k = j;
-        if (k < 0 || n == 2 || len == 0) {
+        if (k < 0 || n == 2) {
             fprintf(stderr, "homa-sim: --order takes srpt and/or fifo, comma-separated\n");
             return 2;
         }
         orders[n++] = k;
         p += len;
-        if (*p == ',') p++;
-    }
+    } while (*p++ == ',');
     bool json_stdout = cl->json && strcmp(cl->json, "-") == 0;
     FILE *jf = NULL;
     if (cl->json && !(jf = open_out(cl->json))) return 1;

@@ -17,6 +17,22 @@ static void num(FILE *f, double v, const char *fmt)
         fputs("null", f);
 }
 
+/* A key (with its leading separator) and a number. */
+static void key_num(FILE *f, const char *key, double v, const char *fmt)
+{
+    fputs(key, f);
+    num(f, v, fmt);
+}
+
+/* Numbers separated by ", " (the brackets are the caller's). */
+static void num_array(FILE *f, const double *v, int n, const char *fmt)
+{
+    for (int i = 0; i < n; i++) {
+        if (i) fputs(", ", f);
+        num(f, v[i], fmt);
+    }
+}
+
 static void json_str(FILE *f, const char *s)
 {
     fputc('"', f);
@@ -50,10 +66,8 @@ void hsim_write_json(FILE *f, const struct hsim_result *r, bool with_wall)
     fprintf(f, "  \"config\": {\n");
     fprintf(f, "    \"racks\": %d, \"hosts_per_rack\": %d, \"spines\": %d,\n", o->racks,
             o->hosts_per_rack, o->racks > 1 ? o->spines : 0);
-    fprintf(f, "    \"host_gbps\": ");
-    num(f, (double)o->host_bps / 1e9, "%.6g");
-    fprintf(f, ", \"uplink_gbps\": ");
-    num(f, (double)o->uplink_bps / 1e9, "%.6g");
+    key_num(f, "    \"host_gbps\": ", (double)o->host_bps / 1e9, "%.6g");
+    key_num(f, ", \"uplink_gbps\": ", (double)o->uplink_bps / 1e9, "%.6g");
     fprintf(f,
             ",\n    \"link_delay_ns\": %llu, \"uplink_delay_ns\": %llu, \"switch_delay_ns\": "
             "%llu, \"rx_delay_ns\": %llu,\n",
@@ -67,12 +81,9 @@ void hsim_write_json(FILE *f, const struct hsim_result *r, bool with_wall)
         fprintf(f, "\"sampled\"");
     else
         fprintf(f, "%lld", (long long)o->reply_bytes);
-    fprintf(f, ", \"warmup_ms\": ");
-    num(f, o->warmup_ms, "%.6g");
-    fprintf(f, ", \"measure_ms\": ");
-    num(f, o->measure_ms, "%.6g");
-    fprintf(f, ", \"drain_ms\": ");
-    num(f, o->drain_ms, "%.6g");
+    key_num(f, ", \"warmup_ms\": ", o->warmup_ms, "%.6g");
+    key_num(f, ", \"measure_ms\": ", o->measure_ms, "%.6g");
+    key_num(f, ", \"drain_ms\": ", o->drain_ms, "%.6g");
     fprintf(f,
             ",\n    \"max_payload\": %u, \"unsched_bytes\": %u, \"grant_window\": %u, "
             "\"max_overcommit\": %u, \"max_incoming\": %u, \"grant_fifo_permille\": %u,\n",
@@ -90,32 +101,22 @@ void hsim_write_json(FILE *f, const struct hsim_result *r, bool with_wall)
     fprintf(f, "], \"adaptive_cutoffs\": %s, \"sender_driven\": %s,\n",
             c->adaptive_cutoffs ? "true" : "false", o->sender_driven ? "true" : "false");
     fprintf(f, "    \"load_counts_grants\": %s,\n", o->load_counts_grants ? "true" : "false");
-    fprintf(f, "    \"rtt_ns\": ");
-    num(f, r->rtt_ns, "%.1f");
+    key_num(f, "    \"rtt_ns\": ", r->rtt_ns, "%.1f");
     fprintf(f, ", \"rtt_bytes\": %u, \"rpc_rate_per_host\": ", r->rtt_bytes);
     num(f, r->rpc_rate, "%.1f");
-    fprintf(f, ", \"mean_message_bytes\": ");
-    num(f, r->mean_msg_bytes, "%.1f");
+    key_num(f, ", \"mean_message_bytes\": ", r->mean_msg_bytes, "%.1f");
     fprintf(f, "\n  },\n");
 
     fprintf(f, "  \"short_cutoff_bytes\": %u,\n  \"short_count\": %llu,\n", r->short_cutoff,
             (unsigned long long)r->short_count);
-    fprintf(f, "  \"short_p50_slowdown\": ");
-    num(f, r->short_p50, "%.4f");
-    fprintf(f, ",\n  \"short_p99_slowdown\": ");
-    num(f, r->short_p99, "%.4f");
-    fprintf(f, ",\n  \"short_mean_slowdown\": ");
-    num(f, r->short_mean, "%.4f");
-    fprintf(f, ",\n  \"short_p50_us\": ");
-    num(f, r->short_p50_us, "%.3f");
-    fprintf(f, ",\n  \"short_p99_us\": ");
-    num(f, r->short_p99_us, "%.3f");
-    fprintf(f, ",\n  \"all_p50_slowdown\": ");
-    num(f, r->all_p50, "%.4f");
-    fprintf(f, ",\n  \"all_p99_slowdown\": ");
-    num(f, r->all_p99, "%.4f");
-    fprintf(f, ",\n  \"mean_slowdown\": ");
-    num(f, r->all_mean, "%.4f");
+    key_num(f, "  \"short_p50_slowdown\": ", r->short_p50, "%.4f");
+    key_num(f, ",\n  \"short_p99_slowdown\": ", r->short_p99, "%.4f");
+    key_num(f, ",\n  \"short_mean_slowdown\": ", r->short_mean, "%.4f");
+    key_num(f, ",\n  \"short_p50_us\": ", r->short_p50_us, "%.3f");
+    key_num(f, ",\n  \"short_p99_us\": ", r->short_p99_us, "%.3f");
+    key_num(f, ",\n  \"all_p50_slowdown\": ", r->all_p50, "%.4f");
+    key_num(f, ",\n  \"all_p99_slowdown\": ", r->all_p99, "%.4f");
+    key_num(f, ",\n  \"mean_slowdown\": ", r->all_mean, "%.4f");
     fprintf(f,
             ",\n  \"messages\": {\"measured\": %llu, \"completed\": %llu, \"incomplete\": %llu, "
             "\"failed\": %llu, \"send_errors\": %llu},\n",
@@ -127,26 +128,17 @@ void hsim_write_json(FILE *f, const struct hsim_result *r, bool with_wall)
         const struct hsim_bucket *k = &r->bucket[b];
         fprintf(f, "    {\"min_bytes\": %u, \"max_bytes\": %u, \"count\": %llu, ", k->min_bytes,
                 k->max_bytes, (unsigned long long)k->count);
-        fprintf(f, "\"p50_slowdown\": ");
-        num(f, k->p50, "%.4f");
-        fprintf(f, ", \"p99_slowdown\": ");
-        num(f, k->p99, "%.4f");
-        fprintf(f, ", \"mean_slowdown\": ");
-        num(f, k->mean, "%.4f");
+        key_num(f, "\"p50_slowdown\": ", k->p50, "%.4f");
+        key_num(f, ", \"p99_slowdown\": ", k->p99, "%.4f");
+        key_num(f, ", \"mean_slowdown\": ", k->mean, "%.4f");
         fprintf(f, "}%s\n", b + 1 < r->nbuckets ? "," : "");
     }
-    fprintf(f, "  ],\n  \"offered_load\": ");
-    num(f, r->offered_load, "%.4f");
-    fprintf(f, ",\n  \"achieved_load\": ");
-    num(f, r->achieved_load, "%.4f");
-    fprintf(f, ",\n  \"offered_load_with_grants\": ");
-    num(f, r->offered_load_grants, "%.4f");
-    fprintf(f, ",\n  \"achieved_load_with_grants\": ");
-    num(f, r->achieved_load_grants, "%.4f");
-    fprintf(f, ",\n  \"downlink_utilization\": ");
-    num(f, r->downlink_util, "%.4f");
-    fprintf(f, ",\n  \"uplink_utilization\": ");
-    num(f, r->uplink_util, "%.4f");
+    key_num(f, "  ],\n  \"offered_load\": ", r->offered_load, "%.4f");
+    key_num(f, ",\n  \"achieved_load\": ", r->achieved_load, "%.4f");
+    key_num(f, ",\n  \"offered_load_with_grants\": ", r->offered_load_grants, "%.4f");
+    key_num(f, ",\n  \"achieved_load_with_grants\": ", r->achieved_load_grants, "%.4f");
+    key_num(f, ",\n  \"downlink_utilization\": ", r->downlink_util, "%.4f");
+    key_num(f, ",\n  \"uplink_utilization\": ", r->uplink_util, "%.4f");
     fprintf(f,
             ",\n  \"drops\": %llu,\n  \"loss_drops\": %llu,\n  \"resends\": %llu,\n"
             "  \"retransmitted_packets\": %llu,\n  \"grants\": %llu,\n  \"timeouts\": %llu,\n"
@@ -159,39 +151,23 @@ void hsim_write_json(FILE *f, const struct hsim_result *r, bool with_wall)
             (unsigned long long)r->max_downlink_bytes);
     fprintf(f, "  \"cutoff_updates\": %llu,\n", (unsigned long long)r->cutoff_updates);
     fprintf(f, "  \"backlog_mb\": [");
-    for (int k = 0; k < r->nbacklog; k++) {
-        if (k) fputs(", ", f);
-        num(f, r->backlog_mb[k], "%.3f");
-    }
-    fprintf(f, "],\n  \"backlog_slope_mb_per_ms\": ");
-    num(f, r->backlog_slope, "%.4f");
-    fprintf(f, ",\n  \"backlog_end_mb\": ");
-    num(f, r->backlog_end_mb, "%.3f");
+    num_array(f, r->backlog_mb, r->nbacklog, "%.3f");
+    key_num(f, "],\n  \"backlog_slope_mb_per_ms\": ", r->backlog_slope, "%.4f");
+    key_num(f, ",\n  \"backlog_end_mb\": ", r->backlog_end_mb, "%.3f");
     fprintf(f, ",\n  \"achieved_load_slices\": [");
-    for (int k = 0; k < r->nbacklog; k++) {
-        if (k) fputs(", ", f);
-        num(f, r->load_slices[k], "%.4f");
-    }
-    fprintf(f, "],\n  \"achieved_load_last_quarter\": ");
-    num(f, r->load_last_quarter, "%.4f");
+    num_array(f, r->load_slices, r->nbacklog, "%.4f");
+    key_num(f, "],\n  \"achieved_load_last_quarter\": ", r->load_last_quarter, "%.4f");
     if (r->has_queue_stats) {
         fprintf(f, ",\n  \"queue_stats\": {\"samples\": %llu, \"rx_idle_pending\": ",
                 (unsigned long long)r->qs_samples);
         num(f, r->qs_rx_idle_pending, "%.4f");
-        fprintf(f, ", \"rx_idle_empty\": ");
-        num(f, r->qs_rx_idle_empty, "%.4f");
-        fprintf(f, ", \"tx_idle_unsent\": ");
-        num(f, r->qs_tx_idle_unsent, "%.4f");
-        fprintf(f, ", \"tx_idle_empty\": ");
-        num(f, r->qs_tx_idle_empty, "%.4f");
-        fprintf(f, ", \"tx_idle_to_idle_receiver\": ");
-        num(f, r->qs_both_idle, "%.4f");
-        fprintf(f, ", \"rx_grantable_mean\": ");
-        num(f, r->qs_rx_grantable, "%.3f");
-        fprintf(f, ", \"rx_grantable_senders_mean\": ");
-        num(f, r->qs_rx_peers, "%.3f");
-        fprintf(f, ", \"tx_unsent_msgs_mean\": ");
-        num(f, r->qs_tx_msgs, "%.3f");
+        key_num(f, ", \"rx_idle_empty\": ", r->qs_rx_idle_empty, "%.4f");
+        key_num(f, ", \"tx_idle_unsent\": ", r->qs_tx_idle_unsent, "%.4f");
+        key_num(f, ", \"tx_idle_empty\": ", r->qs_tx_idle_empty, "%.4f");
+        key_num(f, ", \"tx_idle_to_idle_receiver\": ", r->qs_both_idle, "%.4f");
+        key_num(f, ", \"rx_grantable_mean\": ", r->qs_rx_grantable, "%.3f");
+        key_num(f, ", \"rx_grantable_senders_mean\": ", r->qs_rx_peers, "%.3f");
+        key_num(f, ", \"tx_unsent_msgs_mean\": ", r->qs_tx_msgs, "%.3f");
         fputs("}", f);
     }
     fprintf(f, ",\n  \"failures\": [");
@@ -205,20 +181,15 @@ void hsim_write_json(FILE *f, const struct hsim_result *r, bool with_wall)
     }
     fprintf(f, "%s]", r->nfailures ? "\n  " : "");
     fprintf(f, ",\n  \"stopped_early\": %s", r->stopped_early ? "true" : "false");
-    fprintf(f, ",\n  \"sim_time_s\": ");
-    num(f, r->sim_s, "%.6f");
+    key_num(f, ",\n  \"sim_time_s\": ", r->sim_s, "%.6f");
     fprintf(f, ",\n  \"events\": %llu,\n  \"packets\": %llu", (unsigned long long)r->events,
             (unsigned long long)r->packets);
     if (with_wall) {
         /* the only fields that differ between runs of the same seed */
-        fprintf(f, ",\n  \"wall\": {\"wall_time_s\": ");
-        num(f, r->wall_s, "%.3f");
-        fprintf(f, ", \"events_per_s\": ");
-        num(f, r->events_per_s, "%.0f");
-        fprintf(f, ", \"packets_per_s\": ");
-        num(f, r->packets_per_s, "%.0f");
-        fprintf(f, ", \"peak_rss_mb\": ");
-        num(f, r->peak_rss_mb, "%.1f");
+        key_num(f, ",\n  \"wall\": {\"wall_time_s\": ", r->wall_s, "%.3f");
+        key_num(f, ", \"events_per_s\": ", r->events_per_s, "%.0f");
+        key_num(f, ", \"packets_per_s\": ", r->packets_per_s, "%.0f");
+        key_num(f, ", \"peak_rss_mb\": ", r->peak_rss_mb, "%.1f");
         fprintf(f, "}");
     }
     fprintf(f, "\n}\n");
@@ -303,40 +274,25 @@ void hsim_fluid_write_json(FILE *f, const struct hsim_fluid_opts *fo,
     num(f, fo->load, "%.4f");
     fprintf(f, ", \"seed\": %llu, \"warmup_s\": ", (unsigned long long)fo->seed);
     num(f, fo->warmup_s, "%.6f");
-    fprintf(f, ", \"seconds\": ");
-    num(f, fo->seconds, "%.6f");
-    fprintf(f, ",\n   \"mean_message_bytes\": ");
-    num(f, r->mean_msg_bytes, "%.1f");
-    fprintf(f, ", \"offered_load\": ");
-    num(f, r->offered_load, "%.4f");
-    fprintf(f, ", \"achieved_load\": ");
-    num(f, r->achieved_load, "%.4f");
-    fprintf(f, ", \"achieved_load_last_quarter\": ");
-    num(f, r->load_last_quarter, "%.4f");
+    key_num(f, ", \"seconds\": ", fo->seconds, "%.6f");
+    key_num(f, ",\n   \"mean_message_bytes\": ", r->mean_msg_bytes, "%.1f");
+    key_num(f, ", \"offered_load\": ", r->offered_load, "%.4f");
+    key_num(f, ", \"achieved_load\": ", r->achieved_load, "%.4f");
+    key_num(f, ", \"achieved_load_last_quarter\": ", r->load_last_quarter, "%.4f");
     fprintf(f, ",\n   \"achieved_load_slices\": [");
-    for (int i = 0; i < 20; i++) {
-        if (i) fputs(", ", f);
-        num(f, r->load_slices[i], "%.4f");
-    }
+    num_array(f, r->load_slices, 20, "%.4f");
     fprintf(f, "],\n   \"backlog_mb\": [");
-    for (int i = 0; i < 20; i++) {
-        if (i) fputs(", ", f);
-        num(f, r->backlog_mb[i], "%.1f");
-    }
-    fprintf(f, "],\n   \"backlog_slope_mb_per_ms\": ");
-    num(f, r->backlog_slope, "%.4f");
-    fprintf(f, ", \"rx_idle_pending\": ");
-    num(f, r->rx_idle_pending, "%.4f");
-    fprintf(f, ", \"rx_idle_empty\": ");
-    num(f, r->rx_idle_empty, "%.4f");
+    num_array(f, r->backlog_mb, 20, "%.1f");
+    key_num(f, "],\n   \"backlog_slope_mb_per_ms\": ", r->backlog_slope, "%.4f");
+    key_num(f, ", \"rx_idle_pending\": ", r->rx_idle_pending, "%.4f");
+    key_num(f, ", \"rx_idle_empty\": ", r->rx_idle_empty, "%.4f");
     fprintf(f,
             ",\n   \"arrivals\": %llu, \"completed\": %llu, \"events\": %llu, "
             "\"max_active\": %zu, \"active_end\": %zu",
             (unsigned long long)r->arrivals, (unsigned long long)r->completed,
             (unsigned long long)r->events, r->max_active, r->active_end);
     if (with_wall) {
-        fprintf(f, ", \"wall_time_s\": ");
-        num(f, r->wall_s, "%.2f");
+        key_num(f, ", \"wall_time_s\": ", r->wall_s, "%.2f");
     }
     fprintf(f, "}");
 }

@@ -642,13 +642,19 @@ void homa_engine_counters(const homa_engine *eng, homa_counters *out)
     *out = eng->ctr;
 }
 
+/* rpc has outgoing bytes not sent even once yet. */
+static bool has_unsent(const struct homa_rpc *r)
+{
+    return r->out.active && r->out.next_xmit < r->out.length;
+}
+
 size_t homa_engine_unsent_peers(const homa_engine *eng, homa_addr *out, size_t max)
 {
     size_t n = 0;
     if (!eng || !out) return 0;
     for (const struct hlist *p = eng->rpcs.next; p != &eng->rpcs && n < max; p = p->next) {
         const struct homa_rpc *r = HOMA_CONTAINER(p, struct homa_rpc, all_node);
-        if (!r->out.active || r->out.next_xmit >= r->out.length) continue;
+        if (!has_unsent(r)) continue;
         bool dup = false;
         for (size_t i = 0; i < n && !dup; i++)
             dup = memcmp(&out[i], &r->peer->addr, sizeof(homa_addr)) == 0;
@@ -664,7 +670,7 @@ void homa_engine_queue_stats(const homa_engine *eng, homa_queue_stats *out)
     if (!eng) return;
     for (const struct hlist *n = eng->rpcs.next; n != &eng->rpcs; n = n->next) {
         const struct homa_rpc *r = HOMA_CONTAINER(n, struct homa_rpc, all_node);
-        if (r->out.active && r->out.next_xmit < r->out.length) out->tx_msgs++;
+        if (has_unsent(r)) out->tx_msgs++;
     }
     for (const struct hlist *n = eng->sendable.next; n != &eng->sendable; n = n->next)
         out->tx_ready++;
