@@ -305,6 +305,7 @@ const char *homa_drop_reason_name(int reason);
     X(retransmit_bytes, "payload bytes sent because of a RESEND")                                  \
     X(granted_bytes, "bytes granted by this host")                                                 \
     X(fifo_grants, "grants given to the oldest message (anti-starvation)")                         \
+    X(fifo_skipped, "FIFO grant turns skipped: oldest's last one still on its way")                \
     X(grants_merged, "GRANTs folded into one of the same RPC still waiting to be sent")            \
     X(client_rpcs, "client RPCs started")                                                          \
     X(client_completed, "client RPCs completed with a response")                                   \

@@ -384,8 +384,10 @@ static struct homa_rpc *rpc_new(struct homa_engine *eng, uint64_t id, struct hom
     r->birth = eng->now;
     r->last_heard = eng->now;
     r->last_prodded = eng->now;
+    r->last_told = eng->now;
     hlist_init(&r->ready_node);
     hlist_init(&r->send_node);
+    hlist_init(&r->rtx_node);
     hlist_init(&r->grant_node);
     hlist_add_tail(&eng->rpcs, &r->all_node);
     rpc_tab_insert(eng, r);
@@ -489,10 +491,11 @@ static void rpc_release_in(struct homa_engine *eng, struct homa_rpc *rpc)
 
 /* Unlinks an RPC from every table and list and frees it (or leaves it as a
  * zombie while the application still holds its message). */
-void homa_rpc_free(struct homa_engine *eng, struct homa_rpc *rpc)
+static void rpc_free(struct homa_engine *eng, struct homa_rpc *rpc, bool tomb)
 {
     if (rpc->zombie) return;
-    if ((rpc->id & 1) && (rpc->state == RPC_SERVER_IN_SERVICE || rpc->state == RPC_SERVER_OUTGOING))
+    if (tomb && (rpc->id & 1) &&
+        (rpc->state == RPC_SERVER_IN_SERVICE || rpc->state == RPC_SERVER_OUTGOING))
         homa_tomb_add(eng, rpc->id, &rpc->peer->addr, rpc->peer_port);
     rpc_tab_remove(eng, rpc);
     hlist_del(&rpc->all_node);
@@ -515,6 +518,16 @@ void homa_rpc_free(struct homa_engine *eng, struct homa_rpc *rpc)
     }
     rpc_release_in(eng, rpc);
     free(rpc);
+}
+
+void homa_rpc_free(struct homa_engine *eng, struct homa_rpc *rpc)
+{
+    rpc_free(eng, rpc, true);
+}
+
+void homa_rpc_abandon(struct homa_engine *eng, struct homa_rpc *rpc)
+{
+    rpc_free(eng, rpc, false);
 }
 
 void homa_rpc_make_ready(struct homa_engine *eng, struct homa_rpc *rpc)
@@ -574,6 +587,7 @@ int homa_engine_create(const homa_config *cfg, const homa_engine_ops *ops, homa_
     for (uint32_t i = 0; i < eng->tomb_nb; i++) eng->tomb_buckets[i] = -1;
     hlist_init(&eng->rpcs);
     hlist_init(&eng->sendable);
+    hlist_init(&eng->resending);
     hlist_init(&eng->grantable);
     hlist_init(&eng->zombies);
     uint64_t r = eng->ops.random ? eng->ops.random(eng->ops.ctx) : 0;

@@ -79,6 +79,7 @@ static void send_grant(struct homa_engine *eng, struct homa_rpc *rpc)
     pkt.sender_id = rpc->id;
     pkt.u.grant.offset = rpc->in.granted;
     pkt.u.grant.priority = rpc->in.prio;
+    rpc->last_told = eng->now;
     homa_ctl_queue(eng, rpc, &rpc->peer->addr, rpc->port ? rpc->port->num : 0, rpc->peer_port,
                    &pkt);
 }
@@ -110,14 +111,24 @@ static void fifo_grant(struct homa_engine *eng)
         if (!oldest || r->birth < oldest->birth) oldest = r;
     }
     if (!oldest) return;
+    uint64_t charge = (uint64_t)eng->cfg.fifo_grant_increment *
+                      (1000 - eng->cfg.grant_fifo_permille) / eng->cfg.grant_fifo_permille;
+    if (oldest->in.granted - oldest->in.received >= eng->cfg.fifo_grant_increment) {
+        /* Its last FIFO grant has not arrived: its sender is busy with
+         * shorter messages.  Granting more would pile up bytes it cannot
+         * send now, hold max_incoming from the messages that can, and, once
+         * it does send, flood our downlink.  This turn's share is skipped. */
+        eng->ctr.fifo_skipped++;
+        eng->nonfifo_left += (int64_t)charge;
+        return;
+    }
     uint64_t room = eng->cfg.max_incoming > eng->ctr.incoming_bytes
                         ? eng->cfg.max_incoming - eng->ctr.incoming_bytes
                         : 0;
     uint32_t inc = eng->cfg.fifo_grant_increment;
     if (inc > room) return; /* try again when the pipe has drained */
     if (grant_more(eng, oldest, inc, eng->max_sched_prio) > 0) eng->ctr.fifo_grants++;
-    eng->nonfifo_left += (int64_t)eng->cfg.fifo_grant_increment *
-                         (1000 - eng->cfg.grant_fifo_permille) / eng->cfg.grant_fifo_permille;
+    eng->nonfifo_left += (int64_t)charge;
 }
 
 void homa_grant_check(struct homa_engine *eng)

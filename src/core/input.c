@@ -70,9 +70,17 @@ static void send_cutoffs(struct homa_engine *eng, struct homa_peer *peer, uint64
     peer->cutoffs_sent_at = eng->now;
 }
 
-/* Priority a RESEND asks the sender to use: ours for that part of the message. */
-static uint8_t resend_prio(struct homa_engine *eng, struct homa_rpc *rpc, uint32_t offset)
+/* Priority a RESEND asks the sender to use.  A hole behind data that did
+ * arrive is a loss: ours for that part of the message.  After silence the
+ * data may as well be queued in the network behind higher priorities (SRPT
+ * starves a long message's packets in a switch for as long as shorter ones
+ * keep coming): then only the highest level gets through, and without an
+ * answer the peer would be declared dead.  Linux asks for the highest
+ * level for every RESEND. */
+static uint8_t resend_prio(struct homa_engine *eng, struct homa_rpc *rpc, uint32_t offset,
+                           bool silent)
 {
+    if (silent) return (uint8_t)(eng->cfg.num_priorities - 1);
     if (offset < eng->cfg.unsched_bytes || rpc->in.prio == HOMA_PRIO_NONE)
         return homa_unsched_prio(eng, eng->cutoffs, rpc->in.length);
     return rpc->in.prio;
@@ -88,6 +96,7 @@ static void send_resend(struct homa_engine *eng, struct homa_rpc *rpc, uint32_t 
     pkt.u.resend.offset = offset;
     pkt.u.resend.length = length;
     pkt.u.resend.priority = prio;
+    rpc->last_told = eng->now;
     homa_ctl_queue(eng, rpc, &rpc->peer->addr, rpc->port ? rpc->port->num : 0, rpc->peer_port,
                    &pkt);
 }
@@ -387,9 +396,9 @@ static int handle_resend(struct homa_engine *eng, uint64_t now, struct homa_rpc 
     }
     if (start >= end) return 0;
     if (end > m->granted) {
-        /* A RESEND implies a grant (our copy of a GRANT may have been lost). */
+        /* A RESEND implies a grant (our copy of a GRANT may have been lost);
+         * its priority is for the retransmission only, not a rank. */
         m->granted = (uint32_t)end;
-        m->sched_prio = pkt->u.resend.priority;
     }
     uint32_t sent_end = end < m->next_xmit ? (uint32_t)end : m->next_xmit;
     if (start < sent_end) {
@@ -551,7 +560,7 @@ static void peer_failed(struct homa_engine *eng, struct homa_peer *peer)
             homa_rpc_fail(eng, r, HOMA_ERR_TIMEOUT);
         } else if (r->state == RPC_SERVER_INCOMING || r->state == RPC_SERVER_OUTGOING) {
             eng->ctr.server_timeouts++;
-            homa_rpc_free(eng, r);
+            homa_rpc_abandon(eng, r);
         }
     }
 }
@@ -572,13 +581,13 @@ static void request_missing(struct homa_engine *eng, struct homa_rpc *rpc, uint6
         if (g->start >= m->granted) break;
         if (!silent && (age == 0 || now - g->at < age)) continue;
         uint32_t end = g->end < m->granted ? g->end : m->granted;
-        send_resend(eng, rpc, g->start, end - g->start, resend_prio(eng, rpc, g->start));
+        send_resend(eng, rpc, g->start, end - g->start, resend_prio(eng, rpc, g->start, silent));
         g->at = now;
         sent++;
     }
     if (silent && m->recv_end < m->granted && sent < HOMA_MAX_RESENDS_PER_TICK)
         send_resend(eng, rpc, m->recv_end, m->granted - m->recv_end,
-                    resend_prio(eng, rpc, m->recv_end));
+                    resend_prio(eng, rpc, m->recv_end, true));
 }
 
 /* Liveness prods (BUSY from a receiver that is not granting, NEED_ACK,
@@ -623,6 +632,13 @@ static void note_prod(struct homa_rpc *rpc, uint64_t now)
     }
     rpc->prods++;
     rpc->last_prodded = now;
+}
+
+/* BUSY from the receiving side: we are alive, the pause is ours. */
+static void send_receiver_busy(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t now)
+{
+    send_simple(eng, HOMA_PKT_BUSY, rpc->id, &rpc->peer->addr, rpc->port->num, rpc->peer_port);
+    rpc->last_told = now;
 }
 
 /* Per-RPC timer work; returns true if the peer must be declared dead. */
@@ -676,13 +692,19 @@ static bool check_rpc(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t no
         /* We are the ones not granting: not silence.  Keep the sender alive. */
         rpc->last_heard = now;
         if (since_prod >= resend_every && prod_allowed(eng, rpc->peer)) {
-            send_simple(eng, HOMA_PKT_BUSY, rpc->id, &rpc->peer->addr, rpc->port->num,
-                        rpc->peer_port);
+            send_receiver_busy(eng, rpc, now);
             rpc->last_prodded = now; /* no answer expected */
         }
         return false;
     }
     if (dead) return true;
+    /* Data still arrives but we grant nothing more: what we granted earlier
+     * trickles in, queued in the network behind higher priorities.  The
+     * sender has sent all of it and hears nothing from us, so tell it we
+     * are alive before it times us out. */
+    if (m->active && silent < resend_after && now - rpc->last_told >= resend_every &&
+        prod_allowed(eng, rpc->peer))
+        send_receiver_busy(eng, rpc, now);
     /* Holes that persist while other data keeps flowing are asked for
      * without waiting for silence: a long message would otherwise stall
      * once its grant window is full of holes. */
@@ -719,7 +741,7 @@ void homa_timer_run(struct homa_engine *eng, uint64_t now, uint64_t late)
             n = eng->rpcs.next;
         } else {
             eng->ctr.server_timeouts++;
-            homa_rpc_free(eng, r);
+            homa_rpc_abandon(eng, r);
         }
     }
     homa_grant_check(eng);

@@ -143,6 +143,7 @@ struct homa_rpc {
     uint64_t birth;
     uint64_t last_heard;  /* last packet from the peer that showed progress/liveness */
     uint64_t last_prodded; /* last RESEND/BUSY/NEED_ACK we sent */
+    uint64_t last_told;    /* last GRANT/RESEND/BUSY we sent as its receiver */
     uint64_t grant_ctl;    /* 1 + control-queue sequence number of our queued GRANT, 0 = none */
     uint64_t prod_base;    /* last_heard when `prods` started counting */
     uint32_t prods;        /* prods sent since last_heard == prod_base (unanswered) */
@@ -151,6 +152,7 @@ struct homa_rpc {
     struct hlist all_node;   /* eng->rpcs */
     struct hlist ready_node; /* port->ready */
     struct hlist send_node;  /* eng->sendable (sorted) */
+    struct hlist rtx_node;   /* eng->resending (FIFO) while out.num_rtx > 0 */
     struct hlist grant_node; /* eng->grantable (sorted) */
 };
 
@@ -242,6 +244,7 @@ struct homa_engine {
 
     struct hlist rpcs;      /* every live RPC */
     struct hlist sendable;  /* outgoing messages with something to send now, SRPT order */
+    struct hlist resending; /* outgoing messages with ranges to retransmit, oldest first */
     struct hlist grantable; /* incoming messages needing grants, SRPT order */
     struct hlist zombies;   /* freed RPCs whose message the app still holds */
 
@@ -298,6 +301,9 @@ struct homa_rpc *homa_find_server(struct homa_engine *eng, uint64_t id, const ho
 struct homa_peer *homa_peer_get(struct homa_engine *eng, const homa_addr *addr, bool create);
 struct homa_port *homa_port_find(struct homa_engine *eng, uint16_t num);
 void homa_rpc_free(struct homa_engine *eng, struct homa_rpc *rpc);
+/* homa_rpc_free for a server RPC given up on (timeout): no tombstone, so a
+ * client that is alive after all can restart the request under its id. */
+void homa_rpc_abandon(struct homa_engine *eng, struct homa_rpc *rpc);
 void homa_rpc_make_ready(struct homa_engine *eng, struct homa_rpc *rpc);
 void homa_rpc_fail(struct homa_engine *eng, struct homa_rpc *rpc, int err);
 void homa_ctl_queue(struct homa_engine *eng, struct homa_rpc *rpc, const homa_addr *dst,

@@ -5,7 +5,12 @@
  * left to transmit, shortest first.  A pull walks that list from its head,
  * so the decision of what goes next is made at the moment the driver has
  * room.  Sending from the head only shortens the head's remaining bytes, so
- * the order is kept without re-sorting. */
+ * the order is kept without re-sorting.
+ *
+ * Ranges a RESEND asked for go before all of that (eng->resending, oldest
+ * first): the receiver granted them and is waiting.  Under SRPT alone a
+ * lost packet of a long message would wait behind every shorter message the
+ * sender has, at 90 % load for longer than the receiver's timeout. */
 #include <string.h>
 
 #include "internal.h"
@@ -55,12 +60,18 @@ void homa_out_update(struct homa_engine *eng, struct homa_rpc *rpc)
         sendable_insert(eng, rpc);
     else if (!want && in)
         hlist_del(&rpc->send_node);
+    bool rtx = rpc->out.active && rpc->out.num_rtx > 0;
+    if (rtx && !hlist_linked(&rpc->rtx_node))
+        hlist_add_tail(&eng->resending, &rpc->rtx_node);
+    else if (!rtx)
+        hlist_del(&rpc->rtx_node);
 }
 
 void homa_out_remove(struct homa_engine *eng, struct homa_rpc *rpc)
 {
     (void)eng;
     hlist_del(&rpc->send_node);
+    hlist_del(&rpc->rtx_node);
     rpc->out.num_rtx = 0;
     rpc->out.empty_pending = false;
 }
@@ -215,6 +226,20 @@ static void build_data(struct homa_engine *eng, struct homa_rpc *rpc, homa_pkt_o
     }
 }
 
+/* After a DATA packet of rpc: leaves the lists it no longer belongs on
+ * (the caller has stepped past it if so). */
+static void sent_one(struct homa_rpc *rpc, uint64_t now)
+{
+    struct homa_msgout *m = &rpc->out;
+    if (m->num_rtx == 0) hlist_del(&rpc->rtx_node);
+    if (can_send(m)) return;
+    hlist_del(&rpc->send_node);
+    if (rpc->state == RPC_SERVER_OUTGOING && homa_out_done(m)) {
+        /* the whole response is out: the ack clock starts */
+        rpc->last_prodded = now;
+    }
+}
+
 int homa_engine_pull(homa_engine *eng, uint64_t now, homa_pkt_out *out, int max)
 {
     if (!eng || !out || max <= 0) return 0;
@@ -239,7 +264,21 @@ int homa_engine_pull(homa_engine *eng, uint64_t now, homa_pkt_out *out, int max)
         pacer_account(eng, now, wire_bytes(eng, c->hdr_len, 0));
     }
     eng->pacer_blocked = false;
-    struct hlist *pos = eng->sendable.next;
+    struct hlist *pos = eng->resending.next;
+    while (n < max && pos != &eng->resending) {
+        struct homa_rpc *rpc = HOMA_CONTAINER(pos, struct homa_rpc, rtx_node);
+        if (pacer_blocks(eng, now)) {
+            eng->pacer_blocked = true;
+            eng->ctr.pacer_stalls++;
+            break;
+        }
+        homa_pkt_out *p = &out[n++];
+        build_data(eng, rpc, p);
+        pacer_account(eng, now, wire_bytes(eng, p->hdr_len, p->payload_len));
+        if (rpc->out.num_rtx == 0) pos = pos->next;
+        sent_one(rpc, now);
+    }
+    pos = eng->sendable.next;
     while (n < max && pos != &eng->sendable) {
         struct homa_rpc *rpc = HOMA_CONTAINER(pos, struct homa_rpc, send_node);
         struct homa_msgout *m = &rpc->out;
@@ -257,14 +296,8 @@ int homa_engine_pull(homa_engine *eng, uint64_t now, homa_pkt_out *out, int max)
         homa_pkt_out *p = &out[n++];
         build_data(eng, rpc, p);
         pacer_account(eng, now, wire_bytes(eng, p->hdr_len, p->payload_len));
-        if (!can_send(m)) {
-            pos = pos->next;
-            hlist_del(&rpc->send_node);
-            if (rpc->state == RPC_SERVER_OUTGOING && homa_out_done(m)) {
-                /* the whole response is out: the ack clock starts */
-                rpc->last_prodded = now;
-            }
-        }
+        if (!can_send(m)) pos = pos->next;
+        sent_one(rpc, now);
     }
     if (n > 0) eng->tx_pins++;
     eng->ctr.pkts_out += (uint64_t)n;

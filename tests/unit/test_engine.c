@@ -336,6 +336,55 @@ static void homa_engine_timer__resend_recovers_lost_data(void **state)
     pair_destroy(&p);
 }
 
+/* Loses the last DATA packet of the first transmission and records the
+ * priority of every retransmitted DATA packet. */
+struct tail_loss {
+    int seen, last;
+    int rtx_prio, rtx_pkts;
+};
+static int tail_loss_filter(void *arg, int from, const struct pair_pkt *pk)
+{
+    struct tail_loss *t = arg;
+    if (from != 0 || pk->type != HOMA_PKT_DATA) return 0;
+    struct homa_wire_pkt w;
+    assert_int_equal(homa_wire_decode(pk->data, pk->len, &w), 0);
+    if (w.u.data.retransmit) {
+        t->rtx_prio = pk->priority;
+        t->rtx_pkts++;
+        return 0;
+    }
+    return t->seen++ == t->last;
+}
+
+/* After silence the missing data may be queued in the network behind
+ * higher priorities, not lost: the RESEND asks for the highest level so
+ * the answer gets through (the message's own unscheduled level here is 4). */
+static void homa_engine_timer__silent_resend_at_top_priority(void **state)
+{
+    (void)state;
+    struct pair p;
+    setup_pair(&p, NULL);
+    struct tail_loss t = {0, 14, -1, 0}; /* 20,000 B: 15 packets */
+    p.filter = tail_loss_filter;
+    p.filter_arg = &t;
+    uint8_t req[20000];
+    fill(req, sizeof(req), 3);
+    uint64_t id;
+    assert_int_equal(
+        homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, req, sizeof(req), 0, &id),
+        0);
+    pair_settle(&p);
+    assert_int_equal(t.seen, 15);
+    for (int i = 0; i < 6; i++) pair_advance(&p, MS);
+    homa_msg m;
+    assert_int_equal(homa_engine_recv(p.e[1], SPORT, HOMA_RECV_ANY, 0, &m), 0);
+    assert_memory_equal(m.data, req, sizeof(req));
+    homa_engine_release(p.e[1], &m);
+    assert_int_equal(t.rtx_pkts, 1);
+    assert_int_equal(t.rtx_prio, 7);
+    pair_destroy(&p);
+}
+
 static int drop_all_from_server(void *arg, int from, const struct pair_pkt *pk)
 {
     (void)arg;
@@ -526,6 +575,56 @@ static void homa_engine_input__rpc_unknown_restarts_request(void **state)
     homa_msg m;
     assert_int_equal(homa_engine_recv(p.e[1], SPORT, HOMA_RECV_ANY, 0, &m), 0);
     assert_int_equal(m.length, 3);
+    homa_engine_release(p.e[1], &m);
+    pair_destroy(&p);
+}
+
+static int drop_all_from_client(void *arg, int from, const struct pair_pkt *pk)
+{
+    (void)arg;
+    (void)pk;
+    return from == 0;
+}
+
+/* A server that gives up on a silent client leaves no tombstone: if the
+ * client was alive after all, its restarted request (same id) is served
+ * again rather than dropped as completed until the client times out too. */
+static void homa_engine_timer__server_timeout_allows_restart(void **state)
+{
+    (void)state;
+    struct pair p;
+    setup_pair(&p, NULL);
+    struct capture cap = {{0}, 0};
+    p.filter = capture_filter;
+    p.filter_arg = &cap;
+    uint64_t id;
+    assert_int_equal(
+        homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, "abc", 3, 0, &id), 0);
+    pair_settle(&p);
+    homa_msg m;
+    assert_int_equal(homa_engine_recv(p.e[1], SPORT, HOMA_RECV_REQUEST, 0, &m), 0);
+    /* a response that needs grants; the client's grants never arrive */
+    static uint8_t big[200000];
+    p.filter = drop_all_from_client;
+    assert_int_equal(
+        homa_engine_send_reply(p.e[1], p.now, SPORT, &m.peer, m.peer_port, m.id, big, sizeof(big)),
+        0);
+    homa_engine_release(p.e[1], &m);
+    pair_step(&p, 1);
+    for (int t = 0; t < 102; t++) {
+        p.now += MS;
+        homa_engine_timer(p.e[1], p.now);
+        pair_step(&p, 1);
+    }
+    homa_counters c;
+    homa_engine_counters(p.e[1], &c);
+    assert_int_equal(c.server_timeouts, 1);
+    assert_int_equal(c.rpcs_live, 0);
+    /* the request's first packet again, as after a client restart */
+    assert_true(cap.len > 0);
+    assert_int_equal(homa_engine_input(p.e[1], p.now, &p.addr[0], cap.data, cap.len), 0);
+    assert_int_equal(homa_engine_recv(p.e[1], SPORT, HOMA_RECV_REQUEST, 0, &m), 0);
+    assert_int_equal(m.id, id ^ 1);
     homa_engine_release(p.e[1], &m);
     pair_destroy(&p);
 }
@@ -739,6 +838,36 @@ static int place(homa_engine *e, uint64_t now, const homa_addr *src, const uint8
     int r = homa_engine_place_end(e, now, pkt, HOMA_DATA_HDR_LEN, len);
     if (end_rc) *end_rc = r;
     return 0;
+}
+
+/* Data that trickles in (queued in the network behind higher priorities)
+ * while we grant nothing: the sender has sent all it may and would hear
+ * nothing from us, so we tell it we are alive, once per resend interval. */
+static void homa_engine_timer__trickle_keeps_sender_alive(void **state)
+{
+    (void)state;
+    struct pair p;
+    setup_pair(&p, NULL);
+    homa_engine *e = p.e[1];
+    static uint8_t payload[1400];
+    uint8_t pkt[HOMA_MAX_HDR_LEN + sizeof(payload)];
+    int busy = 0, resend = 0;
+    for (int t = 0; t < 30; t++) {
+        p.now += MS;
+        size_t len = data_pkt(pkt, 2, 100 * 1400, (uint32_t)t * 1400, payload, 1400);
+        assert_int_equal(homa_engine_input(e, p.now, &p.addr[0], pkt, len), 0);
+        homa_engine_timer(e, p.now);
+        homa_pkt_out out[16];
+        int n = homa_engine_pull(e, p.now, out, 16);
+        for (int i = 0; i < n; i++) {
+            busy += out[i].type == HOMA_PKT_BUSY;
+            resend += out[i].type == HOMA_PKT_RESEND;
+        }
+        homa_engine_pull_done(e);
+    }
+    assert_int_equal(resend, 0);
+    assert_true(busy >= 5 && busy <= 6);
+    pair_destroy(&p);
 }
 
 static void homa_engine_place__echo_sizes_in_place(void **state)
@@ -1050,6 +1179,9 @@ int main(void)
         cmocka_unit_test(homa_engine_timer__dead_server_times_out),
         cmocka_unit_test(homa_engine_timer__local_stall_is_not_silence),
         cmocka_unit_test(homa_engine_timer__prods_bounded_with_backlog),
+        cmocka_unit_test(homa_engine_timer__silent_resend_at_top_priority),
+        cmocka_unit_test(homa_engine_timer__server_timeout_allows_restart),
+        cmocka_unit_test(homa_engine_timer__trickle_keeps_sender_alive),
         cmocka_unit_test(homa_engine_input__duplicate_request_after_ack_not_redelivered),
         cmocka_unit_test(homa_engine_input__rpc_unknown_restarts_request),
         cmocka_unit_test(homa_engine_abort__frees_and_server_cleans_up),

@@ -200,9 +200,11 @@ static void homa_grant_check__fifo_grant_reaches_oldest(void **state)
     cfg.max_overcommit = 1;
     cfg.grant_fifo_permille = 100;
     cfg.fifo_grant_increment = 10000;
+    cfg.grant_window = 1400;
     homa_engine *e = make(&cfg);
-    /* the oldest message is the longest: SRPT alone would never grant it */
-    assert_int_equal(data(e, 0, 1, 2, 900000, 0, 1400), 0);
+    /* the oldest message is the longest: SRPT alone would never grant it;
+     * its one unscheduled packet has arrived (else it needs no pity yet) */
+    assert_int_equal(data_inc(e, 0, 1, 2, 900000, 0, 1400, 1400), 0);
     uint32_t off = 0;
     for (int i = 0; i < 200; i++) {
         assert_int_equal(data(e, 1000 + (uint64_t)i, 2, 2, 500000, off, 1400), 0);
@@ -217,6 +219,58 @@ static void homa_grant_check__fifo_grant_reaches_oldest(void **state)
     homa_counters c;
     homa_engine_counters(e, &c);
     assert_true(c.fifo_grants >= 1);
+    homa_engine_destroy(e);
+}
+
+/* A FIFO grant the oldest message's sender has not used yet (it is busy
+ * with shorter messages) is not topped up: more would pile up unusable
+ * grants against max_incoming.  Once its bytes arrive, the next turn
+ * grants again. */
+static void homa_grant_check__fifo_waits_for_last_grant(void **state)
+{
+    (void)state;
+    homa_config cfg;
+    homa_config_default(&cfg);
+    cfg.max_overcommit = 1;
+    cfg.grant_fifo_permille = 100;
+    cfg.fifo_grant_increment = 10000;
+    cfg.grant_window = 1400;
+    homa_engine *e = make(&cfg);
+    /* alone at first, it gets an SRPT grant of one window: 2,800 */
+    assert_int_equal(data_inc(e, 0, 1, 2, 900000, 0, 1400, 1400), 0);
+    uint32_t off = 0;
+    /* 280,000 bytes of SRPT grants: three FIFO turns' worth */
+    for (int i = 0; i < 200; i++, off += 1400)
+        assert_int_equal(data(e, 1, 2, 2, 500000, off, 1400), 0);
+    struct grant_seen g[512];
+    int n = pull_grants(e, g, 512);
+    uint32_t old_max = 0;
+    int to_old = 0;
+    for (int i = 0; i < n; i++)
+        if (g[i].dst.bytes[15] == 1) {
+            to_old++;
+            if (g[i].offset > old_max) old_max = g[i].offset;
+        }
+    assert_true(to_old >= 1); /* queued GRANTs of one RPC merge */
+    assert_int_equal(old_max, 2800 + 10000);
+    homa_counters c;
+    homa_engine_counters(e, &c);
+    assert_int_equal(c.fifo_grants, 1);
+    assert_true(c.fifo_skipped >= 1);
+    /* the oldest's sender sends what it was granted; the next turn grants */
+    for (uint32_t o = 1400; o < 12800; o += 1400) {
+        uint32_t len = o + 1400 <= 12800 ? 1400 : 12800 - o;
+        assert_int_equal(data_inc(e, 2, 1, 2, 900000, o, len, 1400), 0);
+    }
+    for (int i = 0; i < 70; i++, off += 1400)
+        assert_int_equal(data(e, 3, 2, 2, 500000, off, 1400), 0);
+    n = pull_grants(e, g, 512);
+    old_max = 0;
+    for (int i = 0; i < n; i++)
+        if (g[i].dst.bytes[15] == 1 && g[i].offset > old_max) old_max = g[i].offset;
+    assert_int_equal(old_max, 12800 + 10000);
+    homa_engine_counters(e, &c);
+    assert_int_equal(c.fifo_grants, 2);
     homa_engine_destroy(e);
 }
 
@@ -262,6 +316,7 @@ int main(void)
         cmocka_unit_test(homa_grant_check__one_message_per_sender),
         cmocka_unit_test(homa_grant_check__overcommit_and_max_incoming),
         cmocka_unit_test(homa_grant_check__fifo_grant_reaches_oldest),
+        cmocka_unit_test(homa_grant_check__fifo_waits_for_last_grant),
         cmocka_unit_test(homa_grant_check__queued_grant_replaced_by_newer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -66,6 +66,46 @@ static void homa_engine_pull__srpt_order(void **state)
     homa_engine_destroy(e);
 }
 
+/* A range the receiver asked for again goes before shorter messages: the
+ * receiver granted it and waits, and under SRPT a long message's lost
+ * packet could wait behind every shorter message for longer than the
+ * receiver's timeout. */
+static void homa_engine_pull__retransmission_before_srpt(void **state)
+{
+    (void)state;
+    homa_engine *e = make(NULL);
+    uint64_t a = send(e, 0, 100000);
+    homa_pkt_out out[64];
+    assert_int_equal(homa_engine_pull(e, 0, out, 64), 29); /* 40,000 unscheduled */
+    homa_engine_pull_done(e);
+    uint64_t b = send(e, 0, 3000);
+    struct homa_wire_pkt p;
+    memset(&p, 0, sizeof(p));
+    p.type = HOMA_PKT_RESEND;
+    p.sport = 80;
+    p.dport = PORT;
+    p.sender_id = a ^ 1;
+    p.u.resend.offset = 1400;
+    p.u.resend.length = 2800;
+    p.u.resend.priority = 7;
+    uint8_t buf[HOMA_MAX_HDR_LEN];
+    size_t hl = homa_wire_encode(&p, buf);
+    assert_int_equal(homa_engine_input(e, 0, &peer, buf, hl), 0);
+    int n = homa_engine_pull(e, 0, out, 64);
+    assert_int_equal(n, 2 + 3);
+    for (int i = 0; i < n; i++) {
+        decode(&out[i], &p);
+        assert_int_equal(p.sender_id, i < 2 ? a : b);
+        if (i < 2) {
+            assert_int_equal(p.u.data.retransmit, 1);
+            assert_int_equal(p.u.data.offset, 1400 + 1400 * (uint32_t)i);
+            assert_int_equal(out[i].priority, 7);
+        }
+    }
+    homa_engine_pull_done(e);
+    homa_engine_destroy(e);
+}
+
 static void homa_engine_pull__unscheduled_limit_and_priorities(void **state)
 {
     (void)state;
@@ -257,6 +297,7 @@ int main(void)
     for (size_t i = 0; i < sizeof(big); i++) big[i] = (uint8_t)i;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(homa_engine_pull__srpt_order),
+        cmocka_unit_test(homa_engine_pull__retransmission_before_srpt),
         cmocka_unit_test(homa_engine_pull__unscheduled_limit_and_priorities),
         cmocka_unit_test(homa_engine_pull__control_first),
         cmocka_unit_test(homa_engine_pull__cutoffs_from_peer_change_priority),
