@@ -307,32 +307,40 @@ static int drop_nth_filter(void *arg, int from, const struct pair_pkt *pk)
     return d->seen++ == d->n;
 }
 
+/* Sends a 20,000 B request through `filter`, lets 6 ms of timers run and
+ * checks that the request arrived whole. */
+static void lossy_request(struct pair *p, int (*filter)(void *, int, const struct pair_pkt *),
+                          void *arg)
+{
+    setup_pair(p, NULL);
+    p->filter = filter;
+    p->filter_arg = arg;
+    uint8_t req[20000];
+    fill(req, sizeof(req), 1);
+    uint64_t id;
+    assert_int_equal(homa_engine_send_request(p->e[0], p->now, CPORT, &p->addr[1], SPORT, req,
+                                              sizeof(req), 0, &id),
+                     0);
+    pair_settle(p);
+    homa_msg m;
+    assert_int_equal(homa_engine_recv(p->e[1], SPORT, HOMA_RECV_ANY, 0, &m), HOMA_ERR_AGAIN);
+    for (int i = 0; i < 6; i++) pair_advance(p, MS);
+    assert_int_equal(homa_engine_recv(p->e[1], SPORT, HOMA_RECV_ANY, 0, &m), 0);
+    assert_memory_equal(m.data, req, sizeof(req));
+    homa_engine_release(p->e[1], &m);
+}
+
 static void homa_engine_timer__resend_recovers_lost_data(void **state)
 {
     (void)state;
     struct pair p;
-    setup_pair(&p, NULL);
     struct drop_nth d = {0, 3, 0, HOMA_PKT_DATA};
-    p.filter = drop_nth_filter;
-    p.filter_arg = &d;
-    uint8_t req[20000];
-    fill(req, sizeof(req), 1);
-    uint64_t id;
-    assert_int_equal(
-        homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, req, sizeof(req), 0, &id),
-        0);
-    pair_settle(&p);
-    homa_msg m;
-    assert_int_equal(homa_engine_recv(p.e[1], SPORT, HOMA_RECV_ANY, 0, &m), HOMA_ERR_AGAIN);
-    for (int i = 0; i < 6; i++) pair_advance(&p, MS);
-    assert_int_equal(homa_engine_recv(p.e[1], SPORT, HOMA_RECV_ANY, 0, &m), 0);
-    assert_memory_equal(m.data, req, sizeof(req));
+    lossy_request(&p, drop_nth_filter, &d);
     homa_counters c;
     homa_engine_counters(p.e[1], &c);
     assert_int_equal(c.resend_out, 1);
     homa_engine_counters(p.e[0], &c);
     assert_int_equal(c.retransmit_pkts, 1);
-    homa_engine_release(p.e[1], &m);
     pair_destroy(&p);
 }
 
@@ -363,33 +371,20 @@ static void homa_engine_timer__silent_resend_at_top_priority(void **state)
 {
     (void)state;
     struct pair p;
-    setup_pair(&p, NULL);
     struct tail_loss t = {0, 14, -1, 0}; /* 20,000 B: 15 packets */
-    p.filter = tail_loss_filter;
-    p.filter_arg = &t;
-    uint8_t req[20000];
-    fill(req, sizeof(req), 3);
-    uint64_t id;
-    assert_int_equal(
-        homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, req, sizeof(req), 0, &id),
-        0);
-    pair_settle(&p);
+    lossy_request(&p, tail_loss_filter, &t);
     assert_int_equal(t.seen, 15);
-    for (int i = 0; i < 6; i++) pair_advance(&p, MS);
-    homa_msg m;
-    assert_int_equal(homa_engine_recv(p.e[1], SPORT, HOMA_RECV_ANY, 0, &m), 0);
-    assert_memory_equal(m.data, req, sizeof(req));
-    homa_engine_release(p.e[1], &m);
     assert_int_equal(t.rtx_pkts, 1);
     assert_int_equal(t.rtx_prio, 7);
     pair_destroy(&p);
 }
 
-static int drop_all_from_server(void *arg, int from, const struct pair_pkt *pk)
+/* Drops everything engine *(int *)arg sends (0 = client, 1 = server). */
+static int client_side = 0, server_side = 1;
+static int drop_all_from(void *arg, int from, const struct pair_pkt *pk)
 {
-    (void)arg;
     (void)pk;
-    return from == 1;
+    return from == *(const int *)arg;
 }
 
 static void homa_engine_timer__dead_server_times_out(void **state)
@@ -404,7 +399,8 @@ static void homa_engine_timer__dead_server_times_out(void **state)
     /* the server dies: nothing it sends arrives any more */
     homa_engine_destroy(p.e[1]);
     homa_engine_create(NULL, NULL, &p.e[1]);
-    p.filter = drop_all_from_server;
+    p.filter = drop_all_from;
+    p.filter_arg = &server_side;
     uint64_t start = p.now;
     homa_msg m;
     int ticks = 0;
@@ -436,7 +432,8 @@ static void homa_engine_timer__local_stall_is_not_silence(void **state)
     homa_engine_timer(p.e[0], p.now);
     /* the client's timer does not run for 500 ms (its host was stalled):
      * when it runs again the server has not been silent that long */
-    p.filter = drop_all_from_server;
+    p.filter = drop_all_from;
+    p.filter_arg = &server_side;
     p.now += 500 * MS;
     homa_engine_timer(p.e[0], p.now);
     homa_msg m;
@@ -579,13 +576,6 @@ static void homa_engine_input__rpc_unknown_restarts_request(void **state)
     pair_destroy(&p);
 }
 
-static int drop_all_from_client(void *arg, int from, const struct pair_pkt *pk)
-{
-    (void)arg;
-    (void)pk;
-    return from == 0;
-}
-
 /* A server that gives up on a silent client leaves no tombstone: if the
  * client was alive after all, its restarted request (same id) is served
  * again rather than dropped as completed until the client times out too. */
@@ -605,7 +595,8 @@ static void homa_engine_timer__server_timeout_allows_restart(void **state)
     assert_int_equal(homa_engine_recv(p.e[1], SPORT, HOMA_RECV_REQUEST, 0, &m), 0);
     /* a response that needs grants; the client's grants never arrive */
     static uint8_t big[200000];
-    p.filter = drop_all_from_client;
+    p.filter = drop_all_from;
+    p.filter_arg = &client_side;
     assert_int_equal(
         homa_engine_send_reply(p.e[1], p.now, SPORT, &m.peer, m.peer_port, m.id, big, sizeof(big)),
         0);

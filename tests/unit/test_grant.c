@@ -192,9 +192,15 @@ static void homa_grant_check__overcommit_and_max_incoming(void **state)
     homa_engine_destroy(e);
 }
 
-static void homa_grant_check__fifo_grant_reaches_oldest(void **state)
+/* One receiver, overcommit 1, FIFO grants of 10,000 B for 10 % of the
+ * granted bytes.  The oldest message (host 1) is the longest, so SRPT alone
+ * would never grant it; alone at first, it gets one window (2,800 B), and
+ * its one unscheduled packet has arrived (else it needs no pity yet).
+ * Then host 2 delivers 200 packets of a shorter message: 280,000 B of SRPT
+ * grants, three FIFO turns' worth.  Returns the engine, *off = host 2's
+ * next offset. */
+static homa_engine *fifo_setup(uint32_t *off)
 {
-    (void)state;
     homa_config cfg;
     homa_config_default(&cfg);
     cfg.max_overcommit = 1;
@@ -202,20 +208,34 @@ static void homa_grant_check__fifo_grant_reaches_oldest(void **state)
     cfg.fifo_grant_increment = 10000;
     cfg.grant_window = 1400;
     homa_engine *e = make(&cfg);
-    /* the oldest message is the longest: SRPT alone would never grant it;
-     * its one unscheduled packet has arrived (else it needs no pity yet) */
     assert_int_equal(data_inc(e, 0, 1, 2, 900000, 0, 1400, 1400), 0);
-    uint32_t off = 0;
-    for (int i = 0; i < 200; i++) {
-        assert_int_equal(data(e, 1000 + (uint64_t)i, 2, 2, 500000, off, 1400), 0);
-        off += 1400;
-    }
+    *off = 0;
+    for (int i = 0; i < 200; i++, *off += 1400)
+        assert_int_equal(data(e, 1000 + (uint64_t)i, 2, 2, 500000, *off, 1400), 0);
+    return e;
+}
+
+/* Pulls the queued GRANTs; returns how many went to host h (queued GRANTs
+ * of one RPC merge) and the highest offset among them in *max. */
+static int grants_to(homa_engine *e, int h, uint32_t *max)
+{
     struct grant_seen g[512];
-    int n = pull_grants(e, g, 512);
-    int to_old = 0;
+    int n = pull_grants(e, g, 512), count = 0;
+    *max = 0;
     for (int i = 0; i < n; i++)
-        if (g[i].dst.bytes[15] == 1) to_old++;
-    assert_true(to_old >= 1);
+        if (g[i].dst.bytes[15] == h) {
+            count++;
+            if (g[i].offset > *max) *max = g[i].offset;
+        }
+    return count;
+}
+
+static void homa_grant_check__fifo_grant_reaches_oldest(void **state)
+{
+    (void)state;
+    uint32_t off, max;
+    homa_engine *e = fifo_setup(&off);
+    assert_true(grants_to(e, 1, &max) >= 1);
     homa_counters c;
     homa_engine_counters(e, &c);
     assert_true(c.fifo_grants >= 1);
@@ -229,29 +249,9 @@ static void homa_grant_check__fifo_grant_reaches_oldest(void **state)
 static void homa_grant_check__fifo_waits_for_last_grant(void **state)
 {
     (void)state;
-    homa_config cfg;
-    homa_config_default(&cfg);
-    cfg.max_overcommit = 1;
-    cfg.grant_fifo_permille = 100;
-    cfg.fifo_grant_increment = 10000;
-    cfg.grant_window = 1400;
-    homa_engine *e = make(&cfg);
-    /* alone at first, it gets an SRPT grant of one window: 2,800 */
-    assert_int_equal(data_inc(e, 0, 1, 2, 900000, 0, 1400, 1400), 0);
-    uint32_t off = 0;
-    /* 280,000 bytes of SRPT grants: three FIFO turns' worth */
-    for (int i = 0; i < 200; i++, off += 1400)
-        assert_int_equal(data(e, 1, 2, 2, 500000, off, 1400), 0);
-    struct grant_seen g[512];
-    int n = pull_grants(e, g, 512);
-    uint32_t old_max = 0;
-    int to_old = 0;
-    for (int i = 0; i < n; i++)
-        if (g[i].dst.bytes[15] == 1) {
-            to_old++;
-            if (g[i].offset > old_max) old_max = g[i].offset;
-        }
-    assert_true(to_old >= 1); /* queued GRANTs of one RPC merge */
+    uint32_t off, old_max;
+    homa_engine *e = fifo_setup(&off);
+    assert_true(grants_to(e, 1, &old_max) >= 1);
     assert_int_equal(old_max, 2800 + 10000);
     homa_counters c;
     homa_engine_counters(e, &c);
@@ -264,10 +264,7 @@ static void homa_grant_check__fifo_waits_for_last_grant(void **state)
     }
     for (int i = 0; i < 70; i++, off += 1400)
         assert_int_equal(data(e, 3, 2, 2, 500000, off, 1400), 0);
-    n = pull_grants(e, g, 512);
-    old_max = 0;
-    for (int i = 0; i < n; i++)
-        if (g[i].dst.bytes[15] == 1 && g[i].offset > old_max) old_max = g[i].offset;
+    grants_to(e, 1, &old_max);
     assert_int_equal(old_max, 12800 + 10000);
     homa_engine_counters(e, &c);
     assert_int_equal(c.fifo_grants, 2);
