@@ -114,10 +114,11 @@ static void fifo_grant(struct homa_engine *eng)
     uint64_t charge = (uint64_t)eng->cfg.fifo_grant_increment *
                       (1000 - eng->cfg.grant_fifo_permille) / eng->cfg.grant_fifo_permille;
     if (oldest->in.granted - oldest->in.received >= eng->cfg.fifo_grant_increment) {
-        /* Its last FIFO grant has not arrived: its sender is busy with
-         * shorter messages.  Granting more would pile up bytes it cannot
-         * send now, hold max_incoming from the messages that can, and, once
-         * it does send, flood our downlink.  This turn's share is skipped. */
+        /* A FIFO grant's worth of what we granted it has not arrived: its
+         * sender is busy with shorter messages.  Granting more would pile
+         * up bytes it cannot send now, hold max_incoming from the messages
+         * that can, and, once it does send, flood our downlink.  This
+         * turn's share is skipped. */
         eng->ctr.fifo_skipped++;
         eng->nonfifo_left += (int64_t)charge;
         return;

@@ -51,7 +51,8 @@ static void sendable_insert(struct homa_engine *eng, struct homa_rpc *rpc)
     hlist_insert_before(pos, &rpc->send_node);
 }
 
-/* Puts the RPC in or out of the sendable list to match its state. */
+/* Puts the RPC in or out of the sendable and resending lists to match its
+ * state. */
 void homa_out_update(struct homa_engine *eng, struct homa_rpc *rpc)
 {
     bool want = can_send(&rpc->out);
@@ -226,18 +227,15 @@ static void build_data(struct homa_engine *eng, struct homa_rpc *rpc, homa_pkt_o
     }
 }
 
-/* After a DATA packet of rpc: leaves the lists it no longer belongs on
- * (the caller has stepped past it if so). */
-static void sent_one(struct homa_rpc *rpc, uint64_t now)
+/* Emits rpc's next DATA packet into *p and updates the lists it is on
+ * (a caller walking one must take the next entry first). */
+static void send_one(struct homa_engine *eng, struct homa_rpc *rpc, homa_pkt_out *p, uint64_t now)
 {
-    struct homa_msgout *m = &rpc->out;
-    if (m->num_rtx == 0) hlist_del(&rpc->rtx_node);
-    if (can_send(m)) return;
-    hlist_del(&rpc->send_node);
-    if (rpc->state == RPC_SERVER_OUTGOING && homa_out_done(m)) {
-        /* the whole response is out: the ack clock starts */
-        rpc->last_prodded = now;
-    }
+    build_data(eng, rpc, p);
+    pacer_account(eng, now, wire_bytes(eng, p->hdr_len, p->payload_len));
+    homa_out_update(eng, rpc);
+    if (rpc->state == RPC_SERVER_OUTGOING && homa_out_done(&rpc->out))
+        rpc->last_prodded = now; /* the whole response is out: the ack clock starts */
 }
 
 int homa_engine_pull(homa_engine *eng, uint64_t now, homa_pkt_out *out, int max)
@@ -272,11 +270,9 @@ int homa_engine_pull(homa_engine *eng, uint64_t now, homa_pkt_out *out, int max)
             eng->ctr.pacer_stalls++;
             break;
         }
-        homa_pkt_out *p = &out[n++];
-        build_data(eng, rpc, p);
-        pacer_account(eng, now, wire_bytes(eng, p->hdr_len, p->payload_len));
-        if (rpc->out.num_rtx == 0) pos = pos->next;
-        sent_one(rpc, now);
+        struct hlist *next = pos->next;
+        send_one(eng, rpc, &out[n++], now);
+        if (!hlist_linked(&rpc->rtx_node)) pos = next;
     }
     pos = eng->sendable.next;
     while (n < max && pos != &eng->sendable) {
@@ -293,11 +289,9 @@ int homa_engine_pull(homa_engine *eng, uint64_t now, homa_pkt_out *out, int max)
             pos = pos->next;
             continue;
         }
-        homa_pkt_out *p = &out[n++];
-        build_data(eng, rpc, p);
-        pacer_account(eng, now, wire_bytes(eng, p->hdr_len, p->payload_len));
-        if (!can_send(m)) pos = pos->next;
-        sent_one(rpc, now);
+        struct hlist *next = pos->next;
+        send_one(eng, rpc, &out[n++], now);
+        if (!hlist_linked(&rpc->send_node)) pos = next;
     }
     if (n > 0) eng->tx_pins++;
     eng->ctr.pkts_out += (uint64_t)n;

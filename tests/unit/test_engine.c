@@ -527,14 +527,21 @@ static int capture_filter(void *arg, int from, const struct pair_pkt *pk)
     return 0;
 }
 
+/* A pair whose first client DATA packet is kept in *cap. */
+static void setup_capturing_pair(struct pair *p, struct capture *cap)
+{
+    setup_pair(p, NULL);
+    cap->len = 0;
+    p->filter = capture_filter;
+    p->filter_arg = cap;
+}
+
 static void homa_engine_input__duplicate_request_after_ack_not_redelivered(void **state)
 {
     (void)state;
     struct pair p;
-    setup_pair(&p, NULL);
-    struct capture cap = {{0}, 0};
-    p.filter = capture_filter;
-    p.filter_arg = &cap;
+    struct capture cap;
+    setup_capturing_pair(&p, &cap);
     echo_rpc(&p, 100);
     pair_advance(&p, 3 * MS); /* NEED_ACK -> ACK -> server state freed */
     homa_counters c;
@@ -583,10 +590,8 @@ static void homa_engine_timer__server_timeout_allows_restart(void **state)
 {
     (void)state;
     struct pair p;
-    setup_pair(&p, NULL);
-    struct capture cap = {{0}, 0};
-    p.filter = capture_filter;
-    p.filter_arg = &cap;
+    struct capture cap;
+    setup_capturing_pair(&p, &cap);
     uint64_t id;
     assert_int_equal(
         homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, "abc", 3, 0, &id), 0);
