@@ -326,6 +326,8 @@ struct hsim_fluid_opts {
     double seconds;  /* simulated, including the warm-up; at most an hour */
     double warmup_s; /* before the measured window */
     int order;       /* HSIM_FLUID_* */
+    int overcommit;  /* 0: any waiting message may be served; K: only each
+                      * receiver's K first, one per sender (Homa's active set) */
     uint64_t seed;
     /* tests: these messages instead of Poisson arrivals; finish[i] gets
      * the completion time of script[i] (left alone if it does not finish) */

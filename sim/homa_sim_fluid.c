@@ -43,6 +43,8 @@ struct fluid {
     struct fmsg *m;
     size_t n, cap;
     unsigned char *tx_busy, *rx_busy, *rx_has;
+    int *rx_nact;    /* overcommit: messages in each receiver's active set */
+    int *rx_act_src; /* overcommit: their senders, K per receiver */
 };
 
 static double key(const struct fluid *f, const struct fmsg *m)
@@ -64,6 +66,23 @@ static void sort_pass(struct fluid *f)
     }
 }
 
+/* With an overcommit limit K, may m be served?  Only if it is among the K
+ * first messages of its receiver in key order, at most one per sender: the
+ * receiver's active set, the only messages it grants to, whether or not
+ * their senders are free. */
+static bool in_active_set(struct fluid *f, const struct fmsg *m)
+{
+    int K = f->o->overcommit;
+    if (K <= 0) return true;
+    int *srcs = &f->rx_act_src[(size_t)m->dst * (size_t)K];
+    int n = f->rx_nact[m->dst];
+    if (n >= K) return false;
+    for (int i = 0; i < n; i++)
+        if (srcs[i] == m->src) return false;
+    srcs[f->rx_nact[m->dst]++] = m->src;
+    return true;
+}
+
 /* Greedy matching in key order; returns the number of pairs. */
 static int match(struct fluid *f)
 {
@@ -71,10 +90,11 @@ static int match(struct fluid *f)
     memset(f->tx_busy, 0, (size_t)H);
     memset(f->rx_busy, 0, (size_t)H);
     memset(f->rx_has, 0, (size_t)H);
+    if (f->rx_nact) memset(f->rx_nact, 0, (size_t)H * sizeof(int));
     for (size_t i = 0; i < f->n; i++) {
         struct fmsg *m = &f->m[i];
         f->rx_has[m->dst] = 1;
-        m->served = !f->tx_busy[m->src] && !f->rx_busy[m->dst];
+        m->served = in_active_set(f, m) && !f->tx_busy[m->src] && !f->rx_busy[m->dst];
         if (m->served) {
             f->tx_busy[m->src] = f->rx_busy[m->dst] = 1;
             pairs++;
@@ -112,10 +132,11 @@ int hsim_fluid_run(const struct hsim_fluid_opts *o, struct hsim_fluid_result *r,
     if (o->hosts < 2 || o->host_bps == 0 || !(o->seconds <= 3600) ||
         !(o->warmup_s >= 0 && o->seconds - o->warmup_s >= 1e-6) ||
         (!o->script && !(o->load > 0 && o->load <= 2)) ||
-        (o->order != HSIM_FLUID_SRPT && o->order != HSIM_FLUID_FIFO) || o->nscript < 0) {
+        (o->order != HSIM_FLUID_SRPT && o->order != HSIM_FLUID_FIFO) || o->nscript < 0 ||
+        o->overcommit < 0 || o->overcommit > 64) {
         snprintf(err, errlen,
-                 "fluid: need hosts >= 2, a link rate, 0 < load <= 2, order srpt or fifo, and a "
-                 "window of 1 us to 1 h after the warm-up");
+                 "fluid: need hosts >= 2, a link rate, 0 < load <= 2, order srpt or fifo, "
+                 "overcommit 0-64, and a window of 1 us to 1 h after the warm-up");
         return -1;
     }
     for (int i = 0; o->script && i < o->nscript; i++) {
@@ -142,8 +163,13 @@ int hsim_fluid_run(const struct hsim_fluid_opts *o, struct hsim_fluid_result *r,
     f.tx_busy = calloc((size_t)H, 1);
     f.rx_busy = calloc((size_t)H, 1);
     f.rx_has = calloc((size_t)H, 1);
+    if (o->overcommit > 0) {
+        f.rx_nact = calloc((size_t)H, sizeof(int));
+        f.rx_act_src = calloc((size_t)H * (size_t)o->overcommit, sizeof(int));
+    }
     int rc = -1;
-    if (!f.tx_busy || !f.rx_busy || !f.rx_has) {
+    if (!f.tx_busy || !f.rx_busy || !f.rx_has ||
+        (o->overcommit > 0 && (!f.rx_nact || !f.rx_act_src))) {
         snprintf(err, errlen, "fluid: out of memory");
         goto out;
     }
@@ -285,6 +311,8 @@ out:
     free(f.tx_busy);
     free(f.rx_busy);
     free(f.rx_has);
+    free(f.rx_nact);
+    free(f.rx_act_src);
     homa_workload_free(w);
     return rc;
 }

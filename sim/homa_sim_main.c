@@ -40,7 +40,9 @@ static void usage(FILE *f)
           "       homa-sim fluid [--order srpt,fifo] [options]\n"
           "            messages as fluid, matched greedily in that order (SRPT: Homa's);\n"
           "            the load the matching alone can carry (--workload, --load,\n"
-          "            --hosts, --host-gbps, --seed, --warmup-ms [0], --measure-ms [1000])\n"
+          "            --hosts, --host-gbps, --seed, --warmup-ms [0], --measure-ms [1000]);\n"
+          "            --overcommit K serves only each receiver's K first messages, one\n"
+          "            per sender, as Homa's grants do [no limit]\n"
           "output:\n"
           "  --json OUT              write results as JSON (- = stdout, then no table)\n"
           "  --no-wall               leave wall time, events/s and RSS out of the JSON\n"
@@ -540,6 +542,7 @@ static int cmd_fluid(const struct cli *cl, const struct hsim_opts *o)
         .hosts = o->hosts,
         .host_bps = o->host_bps,
         .warmup_s = (o->warmup_ms >= 0 ? o->warmup_ms : 0) / 1e3,
+        .overcommit = o->overcommit, /* unset (0): no limit, the ideal */
         .seed = o->seed,
     };
     fo.seconds = fo.warmup_s + (o->measure_ms > 0 ? o->measure_ms : 1000) / 1e3;
@@ -565,9 +568,10 @@ static int cmd_fluid(const struct cli *cl, const struct hsim_opts *o)
     if (jf) fprintf(jf, "[\n");
     if (!json_stdout)
         printf("homa-sim fluid: %s, %d hosts at %.0f Gb/s, load %.2f of message bytes, window "
-               "%.0f-%.0f ms, seed %llu\n",
+               "%.0f-%.0f ms, seed %llu%s\n",
                fo.workload, fo.hosts, (double)fo.host_bps / 1e9, fo.load, fo.warmup_s * 1e3,
-               fo.seconds * 1e3, (unsigned long long)fo.seed);
+               fo.seconds * 1e3, (unsigned long long)fo.seed,
+               fo.overcommit ? ", receivers serve only their active sets" : "");
     for (int i = 0; i < n; i++) {
         fo.order = orders[i];
         struct hsim_fluid_result r;

@@ -272,7 +272,8 @@ void hsim_fluid_write_json(FILE *f, const struct hsim_fluid_opts *fo,
     fprintf(f, ", \"order\": \"%s\", \"hosts\": %d, \"load\": ", hsim_fluid_order_name(fo->order),
             fo->hosts);
     num(f, fo->load, "%.4f");
-    fprintf(f, ", \"seed\": %llu, \"warmup_s\": ", (unsigned long long)fo->seed);
+    fprintf(f, ", \"overcommit\": %d, \"seed\": %llu, \"warmup_s\": ", fo->overcommit,
+            (unsigned long long)fo->seed);
     num(f, fo->warmup_s, "%.6f");
     key_num(f, ", \"seconds\": ", fo->seconds, "%.6f");
     key_num(f, ",\n   \"mean_message_bytes\": ", r->mean_msg_bytes, "%.1f");

@@ -489,6 +489,48 @@ static void fluid__srpt_blocks_a_free_pair(void **state)
     assert_int_equal(hsim_fluid_run(&fo, &r, err, sizeof(err)), -1);
 }
 
+/* Overcommit K: receiver 2 grants only its K shortest messages, one per
+ * sender.  Host 0 is busy with Z (to 3) first, so with K = 1 receiver 2
+ * waits for host 0's X1 and idles although host 1's Y could come; with
+ * K = 2 the second slot skips host 0's X2 and takes Y, as with no limit. */
+static void fluid__overcommit_limits_active_set(void **state)
+{
+    (void)state;
+    const struct hsim_fluid_msg m[4] = {/* Z, X1, X2, Y */
+                                        {0, 0, 3, 500000},
+                                        {0, 0, 2, 1000000},
+                                        {0, 0, 2, 1800000},
+                                        {0, 1, 2, 2000000}};
+    double fin[4];
+    struct hsim_fluid_opts fo;
+    struct hsim_fluid_result r;
+    char err[128];
+    const int ks[3] = {0, 2, 1};
+    for (int i = 0; i < 3; i++) {
+        fluid_script(&fo, 4, 0.005, HSIM_FLUID_SRPT, m, 4, fin);
+        fo.overcommit = ks[i];
+        assert_int_equal(hsim_fluid_run(&fo, &r, err, sizeof(err)), 0);
+        assert_true(fabs(fin[0] - 0.4e-3) < 1e-8);
+        if (ks[i] != 1) {
+            /* Y from t = 0, preempted by X1 over 0.4-1.2 ms, then X2 */
+            assert_true(fabs(fin[1] - 1.2e-3) < 1e-8);
+            assert_true(fabs(fin[3] - 2.4e-3) < 1e-8);
+            assert_true(fabs(fin[2] - 3.84e-3) < 1e-8);
+            assert_true(r.rx_idle_pending < 1e-9);
+        } else {
+            /* receiver 2 idles 0.4 ms with X1 waiting, then X1, X2, Y */
+            assert_true(fabs(fin[1] - 1.2e-3) < 1e-8);
+            assert_true(fabs(fin[2] - 2.64e-3) < 1e-8);
+            assert_true(fabs(fin[3] - 4.24e-3) < 1e-8);
+            assert_true(fabs(r.rx_idle_pending - 0.4e-3 / (4 * 0.005)) < 1e-6);
+        }
+    }
+    fo.overcommit = 65;
+    assert_int_equal(hsim_fluid_run(&fo, &r, err, sizeof(err)), -1);
+    fo.overcommit = -1;
+    assert_int_equal(hsim_fluid_run(&fo, &r, err, sizeof(err)), -1);
+}
+
 /* Poisson arrivals: a light load is carried in full; same seed, same
  * result. */
 static void fluid__light_load_carried(void **state)
@@ -744,6 +786,7 @@ int main(void)
         cmocka_unit_test(load_counts_grants__offers_less_data),
         cmocka_unit_test(fluid__one_message_at_line_rate),
         cmocka_unit_test(fluid__srpt_blocks_a_free_pair),
+        cmocka_unit_test(fluid__overcommit_limits_active_set),
         cmocka_unit_test(fluid__light_load_carried),
         cmocka_unit_test(plot__writes_valid_png),
         cmocka_unit_test(opts__timer_settings_reach_the_engine),
