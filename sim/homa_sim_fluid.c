@@ -79,7 +79,8 @@ static bool in_active_set(struct fluid *f, const struct fmsg *m)
     if (n >= K) return false;
     for (int i = 0; i < n; i++)
         if (srcs[i] == m->src) return false;
-    srcs[f->rx_nact[m->dst]++] = m->src;
+    srcs[n] = m->src;
+    f->rx_nact[m->dst] = n + 1;
     return true;
 }
 

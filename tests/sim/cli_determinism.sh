@@ -27,6 +27,10 @@ cmp "$out/fl_a.json" "$out/fl_b.json"
 for f in '"order": "srpt"' '"order": "fifo"' achieved_load_slices backlog_slope_mb_per_ms rx_idle_pending; do
     grep -q "$f" "$out/fl_a.json" || { echo "fluid: missing $f"; exit 1; }
 done
+grep -q '"overcommit": 0,' "$out/fl_a.json" || { echo "fluid: default is not unlimited"; exit 1; }
+"$sim" fluid --workload w4 --load 0.5 --hosts 16 --measure-ms 20 --overcommit 1 --json - |
+    grep -q '"overcommit": 1,' || { echo "fluid: --overcommit did not reach the model"; exit 1; }
+"$sim" fluid --workload w4 --overcommit 65 > /dev/null 2>&1 && { echo "overcommit 65 accepted"; exit 1; }
 "$sim" fluid --workload w4 --order longest > /dev/null 2>&1 && { echo "bad --order accepted"; exit 1; }
 "$sim" fluid --workload w4 --hosts 1 > /dev/null 2>&1 && { echo "1 host accepted"; exit 1; }
 "$sim" fluid --workload w4 --order '' > /dev/null 2>&1 && { echo "empty --order accepted"; exit 1; }
