@@ -648,7 +648,7 @@ struct hsim *hsim_create(const struct hsim_opts *oin, char *err, size_t errlen)
         c->max_overcommit = (uint32_t)o->overcommit;
     else
         c->max_overcommit =
-            (uint32_t)(s->w ? hsim_paper_overcommit(homa_workload_name(s->w)) : sched_levels);
+            (uint32_t)(s->w ? hsim_default_overcommit(homa_workload_name(s->w)) : sched_levels);
     if (o->fixed_cutoffs || o->explicit_cutoffs) c->adaptive_cutoffs = 0;
     const char *why;
     if (homa_config_validate(c, &why) != 0) {
