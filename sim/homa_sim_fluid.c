@@ -69,8 +69,9 @@ static void sort_pass(struct fluid *f)
 /* With an overcommit limit K, may m be served?  Only if it is among the K
  * first messages of its receiver in key order, at most one per sender: the
  * receiver's active set, the only messages it grants to, whether or not
- * their senders are free. */
-static bool in_active_set(struct fluid *f, const struct fmsg *m)
+ * their senders are free.  Called once per message in key order; admitting
+ * m records its sender in the set. */
+static bool admit_to_active_set(struct fluid *f, const struct fmsg *m)
 {
     int K = f->o->overcommit;
     if (K <= 0) return true;
@@ -95,7 +96,7 @@ static int match(struct fluid *f)
     for (size_t i = 0; i < f->n; i++) {
         struct fmsg *m = &f->m[i];
         f->rx_has[m->dst] = 1;
-        m->served = in_active_set(f, m) && !f->tx_busy[m->src] && !f->rx_busy[m->dst];
+        m->served = admit_to_active_set(f, m) && !f->tx_busy[m->src] && !f->rx_busy[m->dst];
         if (m->served) {
             f->tx_busy[m->src] = f->rx_busy[m->dst] = 1;
             pairs++;
