@@ -2,9 +2,10 @@
 
 pyproject.toml holds the metadata; this file only describes the extension,
 because its sources live outside python/: the C files of ../src (every
-layer libhoma is made of) and this package's src/homamodule.c.  CMake builds
-the same extension for the tests (python/CMakeLists.txt); this path exists so
-that `pip install --no-build-isolation ./python` works without CMake.
+layer libhoma is made of) and this package's src/*.c (homamodule.c and the
+hpy_*.c files beside it).  CMake builds the same extension for the tests
+(python/CMakeLists.txt); this path exists so that
+`pip install --no-build-isolation ./python` works without CMake.
 """
 import glob
 import os
@@ -24,9 +25,12 @@ LIB_SOURCES = sorted(
     os.path.relpath(p, HERE) for layer in ("core", "util", "io", "rt", "coll")
     for p in glob.glob(os.path.join(ROOT, "src", layer, "*.c")))
 
+# The extension's own C files.
+EXT_SOURCES = sorted(os.path.relpath(p, HERE) for p in glob.glob(os.path.join(HERE, "src", "*.c")))
+
 ext = Extension(
     "homa._homa",
-    sources=["src/homamodule.c"] + LIB_SOURCES,
+    sources=EXT_SOURCES + LIB_SOURCES,
     include_dirs=["../include", "../src"],
     define_macros=[("_GNU_SOURCE", None)],
     extra_compile_args=["-std=c11", "-fvisibility=hidden"],
