@@ -5,7 +5,8 @@
 #
 # Stages (each one's failure fails the script):
 #   a. build    gcc, -DHOMA_WERROR=ON, into build/; ctest; cmake --install into
-#               a temporary prefix and build a small program with pkg-config
+#               a temporary prefix and build a small program with pkg-config;
+#               scripts/abi-check.sh (libhoma.so against abi/libhoma.so.0.abi)
 #   b. asan     ASan+UBSan build (-DHOMA_SANITIZE=ON) into build-asan/; ctest
 #   c. fuzz     bash scripts/fuzz.sh 60   (only if scripts/fuzz.sh exists)
 #   d. tsan     ThreadSanitizer build (-DHOMA_TSAN=ON) into build-tsan/;
@@ -155,7 +156,8 @@ int main(void)
     if (homa_workload_load_file("/nonexistent/none.cdf", &w) != HOMA_ERR_NOT_FOUND) return 1;
     const char *msg = homa_strerror(HOMA_ERR_INVAL);
     if (!msg || !strlen(msg)) return 1;
-    printf("installed libhoma works: %s\n", msg);
+    if (homa_version() != HOMA_VERSION_NUMBER) return 1;
+    printf("installed libhoma %s works: %s\n", homa_version_string(), msg);
     return 0;
 }
 EOF
@@ -177,7 +179,9 @@ stage_build() {
     run_ctest build --no-tests=error
     banner "stage build: install check"
     install_check
-    stage_end "ok: $(ctest_summary build); install check passed"
+    banner "stage build: ABI check"
+    bash scripts/abi-check.sh --build build
+    stage_end "ok: $(ctest_summary build); install check passed; ABI check passed"
 }
 
 stage_asan() {

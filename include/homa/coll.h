@@ -36,6 +36,8 @@
 #ifndef HOMA_COLL_H
 #define HOMA_COLL_H
 
+#include <homa/export.h>
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -63,7 +65,7 @@ typedef enum homa_redop {
 } homa_redop;
 
 /* Size of one element of dtype in bytes, or 0 if dtype is not valid. */
-size_t homa_dtype_size(homa_dtype dtype);
+HOMA_API size_t homa_dtype_size(homa_dtype dtype);
 
 typedef struct homa_comm_options {
     /* A call fails with HOMA_ERR_TIMEOUT when it has made no progress for
@@ -86,7 +88,7 @@ typedef struct homa_comm_options {
 } homa_comm_options;
 
 /* Fills the defaults above. */
-void homa_comm_options_default(homa_comm_options *opts);
+HOMA_API void homa_comm_options_default(homa_comm_options *opts);
 
 /* Creates a communicator for rank `rank` of `nranks` (1..4096).  `self` is
  * the local socket, already open on the port that endpoints[rank] names;
@@ -96,8 +98,9 @@ void homa_comm_options_default(homa_comm_options *opts);
  * literally (timeout_ms >= 1, chunk_bytes >= 8, window 1..1024), so start
  * from homa_comm_options_default().  Does not contact the peers.  Errors:
  * HOMA_ERR_INVAL, HOMA_ERR_NOMEM. */
-int homa_comm_create(homa_socket *self, int rank, int nranks, const homa_endpoint *endpoints,
-                     const homa_comm_options *opts, homa_comm **out);
+HOMA_API int homa_comm_create(homa_socket *self, int rank, int nranks,
+                              const homa_endpoint *endpoints, const homa_comm_options *opts,
+                              homa_comm **out);
 
 /* Rendezvous through a shared file: opens a socket on `local` (port 0 =
  * ephemeral; its address should be one the other ranks can reach, e.g.
@@ -106,41 +109,42 @@ int homa_comm_create(homa_socket *self, int rank, int nranks, const homa_endpoin
  * written theirs.  The communicator owns that socket.  Errors:
  * HOMA_ERR_INVAL (bad arguments, duplicate rank in the file),
  * HOMA_ERR_TIMEOUT, HOMA_ERR_IO, plus those of homa_socket_bind(). */
-int homa_comm_create_file(const char *path, int rank, int nranks, const homa_endpoint *local,
-                          const homa_comm_options *opts, homa_comm **out);
+HOMA_API int homa_comm_create_file(const char *path, int rank, int nranks,
+                                   const homa_endpoint *local, const homa_comm_options *opts,
+                                   homa_comm **out);
 
 /* Destroys the communicator (closes its socket if it owns it).  Must not be
  * called while a collective is running on it.  After a clean finish it first
  * waits, at most min(timeout_ms, 200 ms), until the replies this rank sent are
  * acknowledged (homa_socket_linger()), so a peer whose last reply was lost
  * still completes; a broken communicator is destroyed at once. */
-void homa_comm_destroy(homa_comm *comm);
+HOMA_API void homa_comm_destroy(homa_comm *comm);
 
-int homa_comm_rank(const homa_comm *comm);
-int homa_comm_size(const homa_comm *comm);
+HOMA_API int homa_comm_rank(const homa_comm *comm);
+HOMA_API int homa_comm_size(const homa_comm *comm);
 /* The communicator's socket (e.g. to print its endpoint). */
-homa_socket *homa_comm_socket(homa_comm *comm);
+HOMA_API homa_socket *homa_comm_socket(homa_comm *comm);
 
 /* recvbuf[i] = op over ranks of sendbuf[i], for i < count, on every rank.
  * In place allowed. */
-int homa_allreduce(homa_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
-                   homa_dtype dtype, homa_redop op);
+HOMA_API int homa_allreduce(homa_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                            homa_dtype dtype, homa_redop op);
 
 /* Copies root's buf (count elements) into buf on every rank. */
-int homa_broadcast(homa_comm *comm, void *buf, size_t count, homa_dtype dtype, int root);
+HOMA_API int homa_broadcast(homa_comm *comm, void *buf, size_t count, homa_dtype dtype, int root);
 
 /* recvbuf (nranks * count elements) gets rank r's sendbuf at element
  * r * count.  In place allowed when sendbuf == recvbuf + rank * count. */
-int homa_allgather(homa_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
-                   homa_dtype dtype);
+HOMA_API int homa_allgather(homa_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                            homa_dtype dtype);
 
 /* sendbuf holds nranks * count elements; rank r's recvbuf (count elements)
  * gets op over ranks of block r of sendbuf.  recvbuf may equal sendbuf + r * count. */
-int homa_reduce_scatter(homa_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
-                        homa_dtype dtype, homa_redop op);
+HOMA_API int homa_reduce_scatter(homa_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+                                 homa_dtype dtype, homa_redop op);
 
 /* Returns once every rank has entered the barrier. */
-int homa_barrier(homa_comm *comm);
+HOMA_API int homa_barrier(homa_comm *comm);
 
 #ifdef __cplusplus
 }

@@ -18,6 +18,8 @@
 #ifndef HOMA_ENGINE_H
 #define HOMA_ENGINE_H
 
+#include <homa/export.h>
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -81,9 +83,9 @@ typedef struct homa_config {
     uint32_t pkt_overhead;
 } homa_config;
 
-void homa_config_default(homa_config *cfg);
+HOMA_API void homa_config_default(homa_config *cfg);
 /* Returns 0 or HOMA_ERR_INVAL; *why (optional) gets a static explanation. */
-int homa_config_validate(const homa_config *cfg, const char **why);
+HOMA_API int homa_config_validate(const homa_config *cfg, const char **why);
 
 /* Caller-supplied hooks.  Every member is optional (NULL). */
 typedef struct homa_engine_ops {
@@ -98,46 +100,48 @@ typedef struct homa_engine_ops {
 
 /* Creates an engine.  cfg may be NULL for defaults.  Returns 0, HOMA_ERR_INVAL
  * or HOMA_ERR_NOMEM. */
-int homa_engine_create(const homa_config *cfg, const homa_engine_ops *ops, homa_engine **out);
+HOMA_API int homa_engine_create(const homa_config *cfg, const homa_engine_ops *ops,
+                                homa_engine **out);
 /* Frees the engine and everything it holds, including unreleased messages. */
-void homa_engine_destroy(homa_engine *eng);
-const homa_config *homa_engine_config(const homa_engine *eng);
+HOMA_API void homa_engine_destroy(homa_engine *eng);
+HOMA_API const homa_config *homa_engine_config(const homa_engine *eng);
 
 /* Opens local port `port` (1..65535).  HOMA_ERR_PORT_IN_USE, HOMA_ERR_LIMIT. */
-int homa_engine_port_open(homa_engine *eng, uint16_t port);
+HOMA_API int homa_engine_port_open(homa_engine *eng, uint16_t port);
 /* Closes a port: aborts its RPCs and frees its unreleased messages. */
-int homa_engine_port_close(homa_engine *eng, uint64_t now, uint16_t port);
+HOMA_API int homa_engine_port_close(homa_engine *eng, uint64_t now, uint16_t port);
 /* Live RPCs of a port: client RPCs not yet completed and released, server
  * RPCs whose reply the client has not acknowledged yet.  Returns the count
  * or HOMA_ERR_NO_PORT / HOMA_ERR_INVAL. */
-int homa_engine_port_rpcs(const homa_engine *eng, uint16_t port);
+HOMA_API int homa_engine_port_rpcs(const homa_engine *eng, uint16_t port);
 
 /* Starts a client RPC from local `port` to (dst, dport).  The engine copies
  * buf.  On success stores the RPC id (even) in *id.  Errors: HOMA_ERR_NO_PORT,
  * HOMA_ERR_MSGSIZE, HOMA_ERR_LIMIT, HOMA_ERR_NOMEM, HOMA_ERR_INVAL. */
-int homa_engine_send_request(homa_engine *eng, uint64_t now, uint16_t port, const homa_addr *dst,
-                             uint16_t dport, const void *buf, size_t len, uint64_t cookie,
-                             uint64_t *id);
+HOMA_API int homa_engine_send_request(homa_engine *eng, uint64_t now, uint16_t port,
+                                      const homa_addr *dst, uint16_t dport, const void *buf,
+                                      size_t len, uint64_t cookie, uint64_t *id);
 /* Replies to the server RPC `id` (odd) received on `port` from (peer,
  * peer_port): server ids are only unique per client, so the request's peer
  * identifies it (all three are in the homa_msg of the request).  The engine
  * copies buf.  Errors: HOMA_ERR_NOT_FOUND (unknown, or the client gave up),
  * HOMA_ERR_STATE (already replied), HOMA_ERR_MSGSIZE, HOMA_ERR_NOMEM. */
-int homa_engine_send_reply(homa_engine *eng, uint64_t now, uint16_t port, const homa_addr *peer,
-                           uint16_t peer_port, uint64_t id, const void *buf, size_t len);
+HOMA_API int homa_engine_send_reply(homa_engine *eng, uint64_t now, uint16_t port,
+                                    const homa_addr *peer, uint16_t peer_port, uint64_t id,
+                                    const void *buf, size_t len);
 /* Zero-copy variants: the engine takes ownership of buf, which must come
  * from malloc() (it is released with free()), instead of copying it.  On
  * error the caller keeps ownership. */
-int homa_engine_send_request_owned(homa_engine *eng, uint64_t now, uint16_t port,
-                                   const homa_addr *dst, uint16_t dport, void *buf, size_t len,
-                                   uint64_t cookie, uint64_t *id);
-int homa_engine_send_reply_owned(homa_engine *eng, uint64_t now, uint16_t port,
-                                 const homa_addr *peer, uint16_t peer_port, uint64_t id, void *buf,
-                                 size_t len);
+HOMA_API int homa_engine_send_request_owned(homa_engine *eng, uint64_t now, uint16_t port,
+                                            const homa_addr *dst, uint16_t dport, void *buf,
+                                            size_t len, uint64_t cookie, uint64_t *id);
+HOMA_API int homa_engine_send_reply_owned(homa_engine *eng, uint64_t now, uint16_t port,
+                                          const homa_addr *peer, uint16_t peer_port, uint64_t id,
+                                          void *buf, size_t len);
 /* Aborts the client RPC `id` (even) of `port`: it is freed at once and never
  * reported by recv.  HOMA_ERR_NOT_FOUND if unknown; HOMA_ERR_STATE if its
  * response was already received by the application (release it instead). */
-int homa_engine_abort(homa_engine *eng, uint64_t now, uint16_t port, uint64_t id);
+HOMA_API int homa_engine_abort(homa_engine *eng, uint64_t now, uint16_t port, uint64_t id);
 
 /* A received message (or a failed client RPC) handed to the application. */
 typedef struct homa_msg {
@@ -161,17 +165,18 @@ typedef struct homa_msg {
  * non-zero, the response/failure of that client RPC).  Returns 0 and fills
  * *msg, or HOMA_ERR_AGAIN, HOMA_ERR_NO_PORT, HOMA_ERR_NOT_FOUND (id unknown).
  * The message must be given back with homa_engine_release(). */
-int homa_engine_recv(homa_engine *eng, uint16_t port, unsigned flags, uint64_t id, homa_msg *msg);
+HOMA_API int homa_engine_recv(homa_engine *eng, uint16_t port, unsigned flags, uint64_t id,
+                              homa_msg *msg);
 /* Takes the bytes of a received message out of the engine without copying:
  * returns a malloc()ed buffer of msg->length bytes (at least 1) that the
  * caller now owns (free() it, or hand it to a *_owned send, e.g. to echo it)
  * and clears msg->data.  The message must still be released.  NULL if there
  * is nothing to take (failed RPC, already taken). */
-void *homa_engine_msg_take(homa_engine *eng, homa_msg *msg);
+HOMA_API void *homa_engine_msg_take(homa_engine *eng, homa_msg *msg);
 /* Gives a received message back.  For a response this frees the client RPC;
  * for a request it frees the request bytes (the RPC lives on until its reply
  * is acknowledged). */
-void homa_engine_release(homa_engine *eng, homa_msg *msg);
+HOMA_API void homa_engine_release(homa_engine *eng, homa_msg *msg);
 
 /* One packet to transmit.  hdr holds the encoded Homa header; payload (DATA
  * only, else NULL) points into engine memory that stays valid until
@@ -193,14 +198,14 @@ typedef struct homa_pkt_out {
  * (0 = nothing to send now).  If the count is > 0 the caller must call
  * homa_engine_pull_done() once the payloads are no longer needed (before or
  * after other engine calls). */
-int homa_engine_pull(homa_engine *eng, uint64_t now, homa_pkt_out *out, int max);
-void homa_engine_pull_done(homa_engine *eng);
+HOMA_API int homa_engine_pull(homa_engine *eng, uint64_t now, homa_pkt_out *out, int max);
+HOMA_API void homa_engine_pull_done(homa_engine *eng);
 
 /* Hands one received packet to the engine.  Returns 0 if it was accepted or
  * a positive drop reason (enum homa_drop_reason) if it was dropped; either
  * way it is counted.  The engine does not keep a pointer to pkt. */
-int homa_engine_input(homa_engine *eng, uint64_t now, const homa_addr *src, const uint8_t *pkt,
-                      size_t len);
+HOMA_API int homa_engine_input(homa_engine *eng, uint64_t now, const homa_addr *src,
+                               const uint8_t *pkt, size_t len);
 
 /* The unscheduled priority cutoffs this engine, as a receiver, currently
  * tells its senders to use (fixed, or computed from the lengths it receives
@@ -216,7 +221,7 @@ typedef struct homa_cutoffs {
     uint8_t max_sched_prio; /* highest priority this receiver grants scheduled bytes at */
 } homa_cutoffs;
 
-void homa_engine_cutoffs(const homa_engine *eng, homa_cutoffs *out);
+HOMA_API void homa_engine_cutoffs(const homa_engine *eng, homa_cutoffs *out);
 
 /* Direct receive: lets a driver have a DATA payload written straight into
  * the message's memory (one copy, by the kernel) instead of into a receive
@@ -242,40 +247,41 @@ void homa_engine_cutoffs(const homa_engine *eng, homa_cutoffs *out);
  * DATA, malformed, unknown RPC, bytes already received, ...): read it
  * normally and give it to homa_engine_input(), which counts and drops it if
  * it is bad.  HOMA_ERR_STATE: a placement is already in progress. */
-int homa_engine_place_begin(homa_engine *eng, uint64_t now, const homa_addr *src,
-                            const uint8_t *hdr, size_t hdr_len, size_t pkt_len, uint8_t **dst);
-int homa_engine_place_end(homa_engine *eng, uint64_t now, const uint8_t *hdr, size_t hdr_len,
-                          size_t pkt_len);
-void homa_engine_place_cancel(homa_engine *eng);
+HOMA_API int homa_engine_place_begin(homa_engine *eng, uint64_t now, const homa_addr *src,
+                                     const uint8_t *hdr, size_t hdr_len, size_t pkt_len,
+                                     uint8_t **dst);
+HOMA_API int homa_engine_place_end(homa_engine *eng, uint64_t now, const uint8_t *hdr,
+                                   size_t hdr_len, size_t pkt_len);
+HOMA_API void homa_engine_place_cancel(homa_engine *eng);
 
 /* Runs due timers (resends, timeouts, acks).  Call at or after
  * homa_engine_next_deadline(); calling early is harmless. */
-void homa_engine_timer(homa_engine *eng, uint64_t now);
+HOMA_API void homa_engine_timer(homa_engine *eng, uint64_t now);
 /* Earliest time the engine needs homa_engine_timer() or, if data is held
  * back by the pacer, homa_engine_pull().  UINT64_MAX if nothing is pending. */
-uint64_t homa_engine_next_deadline(const homa_engine *eng);
+HOMA_API uint64_t homa_engine_next_deadline(const homa_engine *eng);
 
 /* Why a packet was dropped (counted in homa_counters.drop_*). */
 enum homa_drop_reason {
     HOMA_DROP_NONE = 0,
-    HOMA_DROP_SHORT,         /* shorter than the common header */
-    HOMA_DROP_BAD_TYPE,      /* unknown type */
-    HOMA_DROP_TRUNCATED,     /* shorter than the type's header */
-    HOMA_DROP_ZERO_ID,       /* sender_id 0 */
-    HOMA_DROP_BAD_RANGE,     /* DATA beyond message_length */
-    HOMA_DROP_BAD_PRIORITY,  /* priority > 7 */
-    HOMA_DROP_BAD_ACKS,      /* num_acks > 5 */
-    HOMA_DROP_MSG_TOO_LONG,  /* message_length above the configured maximum */
-    HOMA_DROP_BAD_GRANT,     /* grant beyond the message end */
-    HOMA_DROP_INCONSISTENT,  /* message_length differs from earlier packets of the RPC */
-    HOMA_DROP_NO_PORT,       /* destination port not open */
-    HOMA_DROP_NO_RPC,        /* no such RPC (stale or bogus) */
-    HOMA_DROP_NO_MEMORY,     /* max_rx_bytes or max_rpcs reached: new message refused */
-    HOMA_DROP_DUPLICATE,     /* DATA carrying no new bytes */
-    HOMA_DROP_COMPLETED,     /* request of an RPC already completed (at-most-once) */
+    HOMA_DROP_SHORT,        /* shorter than the common header */
+    HOMA_DROP_BAD_TYPE,     /* unknown type */
+    HOMA_DROP_TRUNCATED,    /* shorter than the type's header */
+    HOMA_DROP_ZERO_ID,      /* sender_id 0 */
+    HOMA_DROP_BAD_RANGE,    /* DATA beyond message_length */
+    HOMA_DROP_BAD_PRIORITY, /* priority > 7 */
+    HOMA_DROP_BAD_ACKS,     /* num_acks > 5 */
+    HOMA_DROP_MSG_TOO_LONG, /* message_length above the configured maximum */
+    HOMA_DROP_BAD_GRANT,    /* grant beyond the message end */
+    HOMA_DROP_INCONSISTENT, /* message_length differs from earlier packets of the RPC */
+    HOMA_DROP_NO_PORT,      /* destination port not open */
+    HOMA_DROP_NO_RPC,       /* no such RPC (stale or bogus) */
+    HOMA_DROP_NO_MEMORY,    /* max_rx_bytes or max_rpcs reached: new message refused */
+    HOMA_DROP_DUPLICATE,    /* DATA carrying no new bytes */
+    HOMA_DROP_COMPLETED,    /* request of an RPC already completed (at-most-once) */
     HOMA_DROP__COUNT
 };
-const char *homa_drop_reason_name(int reason);
+HOMA_API const char *homa_drop_reason_name(int reason);
 
 /* Counters.  X(name, description) for every field of homa_counters. */
 #define HOMA_COUNTER_LIST(X)                                                                       \
@@ -299,7 +305,7 @@ const char *homa_drop_reason_name(int reason);
     X(ack_in, "ACK packets received")                                                              \
     X(ack_out, "ACK packets sent")                                                                 \
     X(bytes_in, "payload bytes received (new bytes only)")                                         \
-    X(data_placed, "DATA packets received straight into message memory (place_*)")                \
+    X(data_placed, "DATA packets received straight into message memory (place_*)")                 \
     X(bytes_out, "payload bytes sent (including retransmissions)")                                 \
     X(retransmit_pkts, "DATA packets sent because of a RESEND")                                    \
     X(retransmit_bytes, "payload bytes sent because of a RESEND")                                  \
@@ -351,7 +357,7 @@ typedef struct homa_counters {
 } homa_counters;
 
 /* Copies the counters (a consistent snapshot). */
-void homa_engine_counters(const homa_engine *eng, homa_counters *out);
+HOMA_API void homa_engine_counters(const homa_engine *eng, homa_counters *out);
 /* What the two schedulers have to choose from right now; for simulators
  * and diagnostics (costs a walk over the live RPCs; a NULL eng gives zeros). */
 typedef struct homa_queue_stats {
@@ -360,15 +366,15 @@ typedef struct homa_queue_stats {
     uint32_t rx_grantable;       /* incoming messages still waiting for grants */
     uint32_t rx_grantable_peers; /* distinct senders of those (at most 64 counted) */
 } homa_queue_stats;
-void homa_engine_queue_stats(const homa_engine *eng, homa_queue_stats *out);
+HOMA_API void homa_engine_queue_stats(const homa_engine *eng, homa_queue_stats *out);
 /* Fills out[0..max) with the distinct destinations of outgoing messages that
  * still have unsent bytes; returns how many were written. */
-size_t homa_engine_unsent_peers(const homa_engine *eng, homa_addr *out, size_t max);
+HOMA_API size_t homa_engine_unsent_peers(const homa_engine *eng, homa_addr *out, size_t max);
 
 /* Name and description of counter i (0-based, in struct order); NULL past the end. */
-const char *homa_counter_name(size_t i);
-const char *homa_counter_desc(size_t i);
-size_t homa_counter_count(void);
+HOMA_API const char *homa_counter_name(size_t i);
+HOMA_API const char *homa_counter_desc(size_t i);
+HOMA_API size_t homa_counter_count(void);
 
 #ifdef __cplusplus
 }

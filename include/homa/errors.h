@@ -6,6 +6,8 @@
 #ifndef HOMA_ERRORS_H
 #define HOMA_ERRORS_H
 
+#include <homa/export.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -29,7 +31,7 @@ enum homa_err {
 };
 
 /* Returns a static description of err (any int; unknown values are named as such). */
-const char *homa_strerror(int err);
+HOMA_API const char *homa_strerror(int err);
 
 #ifdef __cplusplus
 }

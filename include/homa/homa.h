@@ -24,11 +24,14 @@
 #ifndef HOMA_HOMA_H
 #define HOMA_HOMA_H
 
+#include <homa/export.h>
+
 #include <stddef.h>
 #include <stdint.h>
 
 #include <homa/engine.h>
 #include <homa/errors.h>
+#include <homa/version.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -57,23 +60,23 @@ typedef struct homa_endpoint {
 /* Parses "a.b.c.d:port", "[v6addr]:port" or "hostname:port" (a name is
  * resolved with getaddrinfo; IPv4 results are preferred when both exist).
  * A missing ":port" gives port 0.  Returns 0 or HOMA_ERR_ADDR. */
-int homa_endpoint_parse(const char *str, homa_endpoint *out);
+HOMA_API int homa_endpoint_parse(const char *str, homa_endpoint *out);
 /* Like homa_endpoint_parse() for a host (numeric or name) and a port. */
-int homa_endpoint_from_host(const char *host, uint16_t port, homa_endpoint *out);
+HOMA_API int homa_endpoint_from_host(const char *host, uint16_t port, homa_endpoint *out);
 /* Writes "a.b.c.d:port" or "[v6]:port".  Returns the string length, or
  * HOMA_ERR_INVAL if len is too small. */
-int homa_endpoint_format(const homa_endpoint *ep, char *buf, size_t len);
+HOMA_API int homa_endpoint_format(const homa_endpoint *ep, char *buf, size_t len);
 /* Converts from a struct sockaddr_in or sockaddr_in6 (len = its size).
  * Returns 0 or HOMA_ERR_ADDR. */
-int homa_endpoint_from_sockaddr(const struct sockaddr *sa, size_t len, homa_endpoint *out);
+HOMA_API int homa_endpoint_from_sockaddr(const struct sockaddr *sa, size_t len, homa_endpoint *out);
 /* Fills a struct sockaddr_in6 (IPv4 as IPv4-mapped; buf of at least
  * sizeof(struct sockaddr_in6) bytes).  Returns the size written or
  * HOMA_ERR_INVAL. */
-int homa_endpoint_to_sockaddr(const homa_endpoint *ep, struct sockaddr *sa, size_t len);
+HOMA_API int homa_endpoint_to_sockaddr(const homa_endpoint *ep, struct sockaddr *sa, size_t len);
 /* 1 if the address is IPv4-mapped, else 0. */
-int homa_endpoint_is_ipv4(const homa_endpoint *ep);
+HOMA_API int homa_endpoint_is_ipv4(const homa_endpoint *ep);
 /* 1 if both endpoints have the same address and port. */
-int homa_endpoint_equal(const homa_endpoint *a, const homa_endpoint *b);
+HOMA_API int homa_endpoint_equal(const homa_endpoint *a, const homa_endpoint *b);
 
 /* ---------------------------------------------------------------------------
  * Fault injection (for testing loss recovery; done in the UDP driver, on both
@@ -97,9 +100,9 @@ typedef struct homa_faults {
  * reorder, delay (probabilities in [0,1]), delay_us, seed, dir (tx, rx or
  * both).  Returns 0 or HOMA_ERR_INVAL; on error a message naming the bad
  * item goes to err (optional, errlen bytes). */
-int homa_faults_parse(const char *spec, homa_faults *out, char *err, size_t errlen);
+HOMA_API int homa_faults_parse(const char *spec, homa_faults *out, char *err, size_t errlen);
 /* 1 if f injects no fault at all. */
-int homa_faults_none(const homa_faults *f);
+HOMA_API int homa_faults_none(const homa_faults *f);
 
 /* ---------------------------------------------------------------------------
  * Runtime
@@ -147,24 +150,24 @@ typedef struct homa_runtime_options {
 
 /* Fills the defaults (homa_config_default(), max_payload 0, mtu 0,
  * link_bps 0, busy_poll_us 50, no faults, no pcap, flags 0). */
-void homa_runtime_options_default(homa_runtime_options *opts);
+HOMA_API void homa_runtime_options_default(homa_runtime_options *opts);
 
 /* Creates a runtime: the engine, no sockets yet, and the background thread.
  * opts NULL = defaults.  Environment variables (HOMA_FAULTS, HOMA_PCAP,
  * HOMA_MTU, HOMA_BUSY_POLL_US) apply unless HOMA_RT_IGNORE_ENV; a
  * malformed one fails with HOMA_ERR_INVAL and a message on stderr.
  * Errors: HOMA_ERR_INVAL, HOMA_ERR_NOMEM, HOMA_ERR_IO. */
-int homa_runtime_create(const homa_runtime_options *opts, homa_runtime **out);
+HOMA_API int homa_runtime_create(const homa_runtime_options *opts, homa_runtime **out);
 /* Closes every socket of the runtime (threads blocked in homa_recv() on
  * them return HOMA_ERR_SHUTDOWN), stops the background thread and frees
  * everything.  Must not be called on the default runtime. */
-void homa_runtime_destroy(homa_runtime *rt);
+HOMA_API void homa_runtime_destroy(homa_runtime *rt);
 /* The process-wide default runtime, created with default options (and the
  * environment) on first use.  Returns 0 or an error of homa_runtime_create;
  * *out gets the runtime.  It is never destroyed. */
-int homa_runtime_default(homa_runtime **out);
+HOMA_API int homa_runtime_default(homa_runtime **out);
 /* The engine configuration in force (max_payload as derived). */
-const homa_config *homa_runtime_config(const homa_runtime *rt);
+HOMA_API const homa_config *homa_runtime_config(const homa_runtime *rt);
 
 /* Counters of the UDP driver.  X(name, description) for every field. */
 #define HOMA_DRIVER_COUNTER_LIST(X)                                                                \
@@ -200,17 +203,18 @@ typedef struct homa_driver_counters {
 
 /* Snapshot of the engine counters and the driver counters summed over all
  * sockets the runtime ever had.  Either pointer may be NULL. */
-void homa_runtime_counters(homa_runtime *rt, homa_counters *engine, homa_driver_counters *driver);
+HOMA_API void homa_runtime_counters(homa_runtime *rt, homa_counters *engine,
+                                    homa_driver_counters *driver);
 /* The unscheduled priority cutoffs the runtime currently announces to the
  * hosts that send to it (homa_cutoffs in homa/engine.h: for each priority
  * level the longest message whose unscheduled bytes use it, and the
  * version, bumped at each change).  With adaptive cutoffs (the default)
  * they follow the lengths of the messages the runtime receives. */
-void homa_runtime_cutoffs(homa_runtime *rt, homa_cutoffs *out);
+HOMA_API void homa_runtime_cutoffs(homa_runtime *rt, homa_cutoffs *out);
 /* Name and description of driver counter i (0-based, struct order); NULL past the end. */
-const char *homa_driver_counter_name(size_t i);
-const char *homa_driver_counter_desc(size_t i);
-size_t homa_driver_counter_count(void);
+HOMA_API const char *homa_driver_counter_name(size_t i);
+HOMA_API const char *homa_driver_counter_desc(size_t i);
+HOMA_API size_t homa_driver_counter_count(void);
 
 /* ---------------------------------------------------------------------------
  * Sockets
@@ -219,14 +223,14 @@ size_t homa_driver_counter_count(void);
 /* Opens a socket on `port` of the wildcard address (IPv4 and IPv6); port 0
  * picks an ephemeral port.  rt NULL = the default runtime.  Errors:
  * HOMA_ERR_PORT_IN_USE, HOMA_ERR_LIMIT, HOMA_ERR_NOMEM, HOMA_ERR_IO. */
-int homa_socket_open(homa_runtime *rt, uint16_t port, homa_socket **out);
+HOMA_API int homa_socket_open(homa_runtime *rt, uint16_t port, homa_socket **out);
 /* Like homa_socket_open() bound to one local address (e.g. ::1 or
  * 127.0.0.1; all-zero addr = wildcard). */
-int homa_socket_bind(homa_runtime *rt, const homa_endpoint *local, homa_socket **out);
+HOMA_API int homa_socket_bind(homa_runtime *rt, const homa_endpoint *local, homa_socket **out);
 /* Closes the socket: its RPCs are aborted, its unreleased messages freed
  * (data pointers become invalid), threads blocked in homa_recv() on it
  * return HOMA_ERR_SHUTDOWN.  The socket must not be used afterwards. */
-void homa_socket_close(homa_socket *s);
+HOMA_API void homa_socket_close(homa_socket *s);
 /* Waits until every RPC of the socket is finished: its client RPCs
  * completed (and their responses released) and the replies it sent
  * acknowledged by their clients (the engine retransmits a lost reply only
@@ -234,18 +238,18 @@ void homa_socket_close(homa_socket *s);
  * last thing a process does is answer a request.  Waits up to timeout_ns
  * (HOMA_FOREVER allowed).  Returns 0, HOMA_ERR_AGAIN (RPCs still live at
  * the deadline), HOMA_ERR_SHUTDOWN or HOMA_ERR_INVAL. */
-int homa_socket_linger(homa_socket *s, int64_t timeout_ns);
+HOMA_API int homa_socket_linger(homa_socket *s, int64_t timeout_ns);
 /* The socket's port. */
-uint16_t homa_socket_port(const homa_socket *s);
+HOMA_API uint16_t homa_socket_port(const homa_socket *s);
 /* The socket's local endpoint (the bound address and port). */
-void homa_socket_local(const homa_socket *s, homa_endpoint *out);
-homa_runtime *homa_socket_runtime(const homa_socket *s);
+HOMA_API void homa_socket_local(const homa_socket *s, homa_endpoint *out);
+HOMA_API homa_runtime *homa_socket_runtime(const homa_socket *s);
 /* A file descriptor for epoll/poll/select (an eventfd): readable when a
  * message may be waiting for homa_recv().  It stays readable until a
  * non-blocking homa_recv() on the socket returns HOMA_ERR_AGAIN, so call
  * homa_recv(..., HOMA_NONBLOCK, ...) until then.  Owned by the socket:
  * don't close or read it. */
-int homa_socket_fd(homa_socket *s);
+HOMA_API int homa_socket_fd(homa_socket *s);
 
 /* ---------------------------------------------------------------------------
  * RPCs
@@ -260,14 +264,14 @@ int homa_socket_fd(homa_socket *s);
  * calling thread transmits the first packets itself before returning.
  * Errors: HOMA_ERR_MSGSIZE, HOMA_ERR_LIMIT, HOMA_ERR_NOMEM, HOMA_ERR_INVAL,
  * HOMA_ERR_SHUTDOWN. */
-int homa_send(homa_socket *s, const homa_endpoint *dst, const void *buf, size_t len,
-              uint64_t cookie, uint64_t *id);
+HOMA_API int homa_send(homa_socket *s, const homa_endpoint *dst, const void *buf, size_t len,
+                       uint64_t cookie, uint64_t *id);
 
 /* Zero-copy send: like homa_send, but libhoma takes ownership of buf, which
  * must come from malloc() (libhoma frees it with free() once sent and
  * acknowledged) or from homa_msg_take().  On error the caller keeps it. */
-int homa_send_owned(homa_socket *s, const homa_endpoint *dst, void *buf, size_t len,
-                    uint64_t cookie, uint64_t *id);
+HOMA_API int homa_send_owned(homa_socket *s, const homa_endpoint *dst, void *buf, size_t len,
+                             uint64_t cookie, uint64_t *id);
 
 /* Receives the next message on s matching flags (HOMA_RECV_REQUEST,
  * HOMA_RECV_RESPONSE or HOMA_RECV_ANY from homa/engine.h) or, if id is
@@ -283,11 +287,12 @@ int homa_send_owned(homa_socket *s, const homa_endpoint *dst, void *buf, size_t 
  * (homa_release is harmless).  Otherwise msg->id is 0 and the return value
  * is HOMA_ERR_AGAIN (nothing within the timeout), HOMA_ERR_NOT_FOUND (id
  * unknown), HOMA_ERR_SHUTDOWN (socket closing) or HOMA_ERR_INVAL. */
-int homa_recv(homa_socket *s, unsigned flags, uint64_t id, int64_t timeout_ns, homa_msg *msg);
+HOMA_API int homa_recv(homa_socket *s, unsigned flags, uint64_t id, int64_t timeout_ns,
+                       homa_msg *msg);
 
 /* Gives a received message back to the engine.  msg->handle is cleared, so
  * a second call is harmless. */
-void homa_release(homa_socket *s, homa_msg *msg);
+HOMA_API void homa_release(homa_socket *s, homa_msg *msg);
 
 /* Replies to request `id` (odd) received on s; the reply (len bytes) is
  * copied.  Request ids are chosen by clients, so they are only unique per
@@ -297,35 +302,35 @@ void homa_release(homa_socket *s, homa_msg *msg);
  * homa_reply_to() are never ambiguous.  Errors: HOMA_ERR_NOT_FOUND,
  * HOMA_ERR_STATE (already replied, or ambiguous), HOMA_ERR_MSGSIZE,
  * HOMA_ERR_NOMEM, HOMA_ERR_SHUTDOWN. */
-int homa_reply(homa_socket *s, uint64_t id, const void *buf, size_t len);
+HOMA_API int homa_reply(homa_socket *s, uint64_t id, const void *buf, size_t len);
 /* Replies to the request described by req (a homa_msg from homa_recv(); it
  * may already have been released). */
-int homa_reply_msg(homa_socket *s, const homa_msg *req, const void *buf, size_t len);
+HOMA_API int homa_reply_msg(homa_socket *s, const homa_msg *req, const void *buf, size_t len);
 /* Replies to request `id` from the client endpoint `peer`. */
-int homa_reply_to(homa_socket *s, const homa_endpoint *peer, uint64_t id, const void *buf,
-                  size_t len);
+HOMA_API int homa_reply_to(homa_socket *s, const homa_endpoint *peer, uint64_t id, const void *buf,
+                           size_t len);
 /* Zero-copy reply to req: libhoma takes ownership of buf (from malloc() or
  * homa_msg_take()); on error the caller keeps it. */
-int homa_reply_msg_owned(homa_socket *s, const homa_msg *req, void *buf, size_t len);
+HOMA_API int homa_reply_msg_owned(homa_socket *s, const homa_msg *req, void *buf, size_t len);
 /* Takes a received message's bytes without copying: returns a malloc()ed
  * buffer of msg->length bytes (at least 1) owned by the caller from now on
  * (free() it or pass it to homa_send_owned/homa_reply_msg_owned, e.g. to
  * echo a request) and clears msg->data.  The message must still be
  * released.  NULL if there is nothing to take. */
-void *homa_msg_take(homa_socket *s, homa_msg *msg);
+HOMA_API void *homa_msg_take(homa_socket *s, homa_msg *msg);
 
 /* Aborts an RPC.  A client RPC (even id) is forgotten: it is never
  * returned by homa_recv (HOMA_ERR_STATE if its response was already
  * returned: release it instead).  A server RPC (odd id) is dropped from the
  * socket's unanswered requests; no reply is sent and the engine frees it
  * when the client gives up.  HOMA_ERR_NOT_FOUND if unknown. */
-int homa_abort(homa_socket *s, uint64_t id);
+HOMA_API int homa_abort(homa_socket *s, uint64_t id);
 
 /* Convenience: send a request and wait for its response (homa_send +
  * homa_recv by id).  On timeout the RPC is aborted and HOMA_ERR_AGAIN is
  * returned; RPC failures return their error.  On 0, release *resp. */
-int homa_call(homa_socket *s, const homa_endpoint *dst, const void *req, size_t len,
-              int64_t timeout_ns, homa_msg *resp);
+HOMA_API int homa_call(homa_socket *s, const homa_endpoint *dst, const void *req, size_t len,
+                       int64_t timeout_ns, homa_msg *resp);
 
 /* The peer of a received message as an endpoint. */
 static inline void homa_msg_peer(const homa_msg *msg, homa_endpoint *out)

@@ -26,6 +26,8 @@
 #ifndef HOMA_WORKLOAD_H
 #define HOMA_WORKLOAD_H
 
+#include <homa/export.h>
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -51,7 +53,7 @@ typedef struct homa_workload homa_workload;
  *   HOMA_ERR_IO         the file exists but could not be read;
  *   HOMA_ERR_NOMEM      allocation failed.
  * The workload's name is the file's base name without a ".cdf" suffix. */
-int homa_workload_load_file(const char *path, homa_workload **out);
+HOMA_API int homa_workload_load_file(const char *path, homa_workload **out);
 
 /* Loads a workload by name ("w1" .. "w5", or any other file stem; "W4" and
  * "w4.cdf" are accepted too).  A name containing '/' is treated as a path and
@@ -64,50 +66,51 @@ int homa_workload_load_file(const char *path, homa_workload **out);
  * The first existing file wins.  Returns 0 or a negative HOMA_ERR_* as for
  * homa_workload_load_file(); HOMA_ERR_NOT_FOUND if no candidate exists (the
  * message lists where it looked). */
-int homa_workload_load(const char *name, const char *data_dir, const char *default_dir,
-                       homa_workload **out);
+HOMA_API int homa_workload_load(const char *name, const char *data_dir, const char *default_dir,
+                                homa_workload **out);
 
 /* Message of the last failed load in the calling thread ("" after a
  * successful one or before any).  The string is valid until the next load in
  * the same thread. */
-const char *homa_workload_errmsg(void);
+HOMA_API const char *homa_workload_errmsg(void);
 
 /* Frees a workload; NULL is ignored. */
-void homa_workload_free(homa_workload *w);
+HOMA_API void homa_workload_free(homa_workload *w);
 
 /* Name given at load time (e.g. "w4"). */
-const char *homa_workload_name(const homa_workload *w);
+HOMA_API const char *homa_workload_name(const homa_workload *w);
 
 /* Number of points (data lines) in the CDF. */
-size_t homa_workload_points(const homa_workload *w);
+HOMA_API size_t homa_workload_points(const homa_workload *w);
 
 /* Point i (0 <= i < homa_workload_points()): its length and cumulative
  * fraction.  Returns 0 or HOMA_ERR_INVAL if i is out of range.  Either output
  * pointer may be NULL. */
-int homa_workload_point(const homa_workload *w, size_t i, uint32_t *bytes, double *fraction);
+HOMA_API int homa_workload_point(const homa_workload *w, size_t i, uint32_t *bytes,
+                                 double *fraction);
 
 /* Smallest and largest length the distribution can produce (before truncation). */
-uint32_t homa_workload_min_size(const homa_workload *w);
-uint32_t homa_workload_max_size(const homa_workload *w);
+HOMA_API uint32_t homa_workload_min_size(const homa_workload *w);
+HOMA_API uint32_t homa_workload_max_size(const homa_workload *w);
 
 /* Draws a length: the inverse CDF at u, a uniform value in [0, 1) supplied by
  * the caller (values outside are clamped into range).  If max_size is not
  * HOMA_WORKLOAD_NO_MAX, lengths above it are returned as max_size. */
-uint32_t homa_workload_sample(const homa_workload *w, double u, uint32_t max_size);
+HOMA_API uint32_t homa_workload_sample(const homa_workload *w, double u, uint32_t max_size);
 
 /* Exact mean length in bytes, computed from the CDF, with lengths above
  * max_size counted as max_size (HOMA_WORKLOAD_NO_MAX: no truncation). */
-double homa_workload_mean(const homa_workload *w, uint32_t max_size);
+HOMA_API double homa_workload_mean(const homa_workload *w, uint32_t max_size);
 
 /* Quantile: the smallest length L with P(length <= L) >= p (p clamped to
  * [0, 1]), then clamped to max_size if that is set.  For the "shortest 10 %"
  * of a workload, messages with length <= homa_workload_quantile(w, 0.10, max)
  * are the short ones. */
-uint32_t homa_workload_quantile(const homa_workload *w, double p, uint32_t max_size);
+HOMA_API uint32_t homa_workload_quantile(const homa_workload *w, double p, uint32_t max_size);
 
 /* CDF: the fraction of messages with length <= bytes (0 below the smallest
  * length, 1 at or above the largest). */
-double homa_workload_cdf(const homa_workload *w, uint32_t bytes);
+HOMA_API double homa_workload_cdf(const homa_workload *w, uint32_t bytes);
 
 #ifdef __cplusplus
 }
