@@ -487,6 +487,17 @@ static void tx_emit(homa_io_sock *s, const homa_addr *addr, uint16_t port, uint8
     m->bytes += len;
 }
 
+/* Held packets leave oldest first when released together, so a reordered
+ * packet is overtaken only by the packets that passed, not by younger
+ * held ones. */
+static void hold_append(struct held **list, struct held *h)
+{
+    while (*list != NULL)
+        list = &(*list)->next;
+    h->next = NULL;
+    *list = h;
+}
+
 static void tx_emit_held(homa_io_sock *s, struct held *h)
 {
     /* The copy must outlive the batch that references it, so make room
@@ -552,8 +563,7 @@ static int udp_send(homa_io_sock *s, uint64_t now, const homa_pkt_out *pkts, int
                 /* A reordered packet that not enough later packets
                  * overtake still leaves after delay_us. */
                 h->due = now + hold;
-                h->next = s->tx_held;
-                s->tx_held = h;
+                hold_append(&s->tx_held, h);
                 s->tx_held_n++;
                 CTR_ADD(s, fault_delays, act == HOMA_FAULT_DELAY);
                 CTR_ADD(s, fault_reorders, act == HOMA_FAULT_REORDER);
@@ -662,8 +672,7 @@ static void rx_segment(homa_io_sock *s, uint64_t now, const homa_addr *src, uint
             h->reorder = act == HOMA_FAULT_REORDER;
             h->wait = wait;
             h->due = now + hold;
-            h->next = s->rx_held;
-            s->rx_held = h;
+            hold_append(&s->rx_held, h);
             s->rx_held_n++;
             CTR_ADD(s, fault_delays, act == HOMA_FAULT_DELAY);
             CTR_ADD(s, fault_reorders, act == HOMA_FAULT_REORDER);
