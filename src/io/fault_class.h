@@ -56,4 +56,25 @@ static inline unsigned homa_fault_classify(const uint8_t *d, size_t len)
     }
 }
 
+/* Gilbert-Elliott transitions for a long-run loss rate `drop` and a mean
+ * loss run of `burst` packets.  The bad state loses every packet, the good
+ * state none, so a loss run is a stay in the bad state: geometric with mean
+ * 1 / p_good = burst.  The stationary share of the bad state, p_bad /
+ * (p_bad + p_good), is the loss rate: p_bad = drop * p_good / (1 - drop),
+ * a probability only while drop <= burst / (1 + burst).  Returns -1 (and
+ * the nearest chain, p_bad clamped to 1) outside that. */
+static inline int homa_fault_ge(double drop, double burst, double *p_bad, double *p_good)
+{
+    if (!(burst >= 1.0) || !(drop >= 0.0 && drop < 1.0)) {
+        *p_bad = drop > 0.0 ? 1.0 : 0.0;
+        *p_good = burst >= 1.0 ? 1.0 / burst : 1.0;
+        return -1;
+    }
+    double g = 1.0 / burst;
+    double b = drop * g / (1.0 - drop);
+    *p_good = g;
+    *p_bad = b > 1.0 ? 1.0 : b;
+    return b > 1.0 + 1e-12 ? -1 : 0;
+}
+
 #endif

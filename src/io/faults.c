@@ -184,18 +184,8 @@ static const char *value_hint(int k)
 
 int homa_fault_ge_params(double drop, double burst, double *p_bad, double *p_good)
 {
-    /* Bad state loses every packet, good state none, so a loss run is a
-     * stay in the bad state: geometric with mean 1 / p_good = burst.  The
-     * stationary share of the bad state, p_bad / (p_bad + p_good), is the
-     * long-run loss rate: p_bad = drop * p_good / (1 - drop), which is a
-     * probability only while drop <= burst / (1 + burst). */
-    if (!(burst >= 1.0 && burst <= MAX_BURST) || !(drop >= 0.0 && drop < 1.0)) return -1;
-    double g = 1.0 / burst;
-    double b = drop * g / (1.0 - drop);
-    if (b > 1.0 + 1e-12) return -1;
-    *p_bad = b > 1.0 ? 1.0 : b;
-    *p_good = g;
-    return 0;
+    if (!(burst <= MAX_BURST)) return -1;
+    return homa_fault_ge(drop, burst, p_bad, p_good);
 }
 
 int homa_faults_parse(const char *spec, homa_faults *out, char *err, size_t errlen)
