@@ -193,7 +193,7 @@ static void homa_faults_parse__malformed(void **state)
 static void homa_fault_classify__types_and_last_data(void **state)
 {
     (void)state;
-    uint8_t b[200];
+    uint8_t b[HOMA_DATA_HDR_LEN + 1400];
     size_t n = data_pkt(b, 3000, 0, 1400, 0);
     assert_int_equal(homa_fault_classify(b, n), 1u << HOMA_FAULT_CLASS_DATA);
     n = data_pkt(b, 3000, 2800, 200, 0);
