@@ -145,7 +145,6 @@ static void send_resend(struct homa_engine *eng, struct homa_rpc *rpc, uint32_t 
 static void rpc_heard(struct homa_rpc *rpc, uint64_t now)
 {
     rpc->last_heard = now;
-    rpc->unknowns = 0;
     rpc->probes = 0;
     rpc->confirmed = true;
     homa_peer_heard(rpc->peer, rpc->peer_port, now);
@@ -263,6 +262,8 @@ static struct homa_rpc *data_target(struct homa_engine *eng, const homa_addr *sr
             return NULL;
         }
         homa_msgin_init_buf(m, buf, len, pkt->u.data.incoming);
+        rpc->in_progress = eng->now;
+        rpc->asks = 0;
         eng->ctr.rx_bytes_in_use += len;
         homa_gauge_max(&eng->ctr.rx_bytes_peak, eng->ctr.rx_bytes_in_use);
         eng->ctr.incoming_bytes += homa_in_outstanding(m);
@@ -296,6 +297,11 @@ static int data_accept(struct homa_engine *eng, uint64_t now, const homa_addr *s
     uint32_t after = homa_in_outstanding(m);
     eng->ctr.incoming_bytes -= before - after;
     eng->ctr.bytes_in += added;
+    if (added > 0) {
+        rpc->in_progress = now;
+        rpc->asks = 0;
+        rpc->unknowns = 0; /* the server has the request: restarts are over */
+    }
     if (pkt->u.data.ack.client_id) handle_ack(eng, src, pkt->sport, &pkt->u.data.ack);
 
     /* A sender with old cutoffs gets ours (at most once per tick). */
@@ -573,9 +579,12 @@ int homa_engine_input(homa_engine *eng, uint64_t now, const homa_addr *src, cons
         break;
     case HOMA_PKT_BUSY:
         eng->ctr.busy_in++;
-        if (rpc)
+        if (rpc) {
             rpc_heard(rpc, now);
-        else
+            /* The sender is deliberately sending something else. */
+            rpc->in_progress = now;
+            rpc->asks = 0;
+        } else
             ret = drop(eng, HOMA_DROP_NO_RPC);
         break;
     case HOMA_PKT_CUTOFFS: {
@@ -642,9 +651,12 @@ static void request_missing(struct homa_engine *eng, struct homa_rpc *rpc, uint6
         bytes += end - g->start;
         sent++;
     }
-    if (silent && m->recv_end < m->granted && sent < HOMA_MAX_RESENDS_PER_TICK)
+    if (silent && m->recv_end < m->granted && sent < HOMA_MAX_RESENDS_PER_TICK) {
         send_resend(eng, rpc, m->recv_end, m->granted - m->recv_end,
                     resend_prio(eng, rpc, m->recv_end, true));
+        sent++;
+    }
+    if (sent > 0 && rpc->asks < UINT8_MAX) rpc->asks++;
 }
 
 /* No byte of the response yet: ask for its start.  The server retransmits,
@@ -677,6 +689,9 @@ static void resend_response_start(struct homa_engine *eng, struct homa_rpc *rpc)
 /* A restarted request lost again draws another RPC_UNKNOWN, so one or two
  * prove nothing under loss; this many in a row (20 % loss: 1e-7) do. */
 #define HOMA_UNKNOWNS_FATAL 10
+/* RESEND rounds for a message that brought no new byte (20 % loss each
+ * way: 0.36^16 = 8e-8). */
+#define HOMA_ASKS_FATAL 16
 
 static void budget_refresh(struct homa_engine *eng, struct homa_peer *peer)
 {
@@ -743,7 +758,7 @@ static bool check_rpc(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t no
      * out behind a long backlog. */
     uint64_t timeout = (uint64_t)c->timeout_ticks * c->tick_ns;
     bool port_silent = now - homa_peer_port_heard(rpc->peer, rpc->peer_port) >= timeout;
-    bool dead = silent >= timeout && (port_silent || rpc->unknowns >= HOMA_UNKNOWNS_FATAL);
+    bool dead = (silent >= timeout && port_silent) || rpc->unknowns >= HOMA_UNKNOWNS_FATAL;
     struct homa_msgin *m = &rpc->in;
 
     switch (rpc->state) {
@@ -788,6 +803,8 @@ static bool check_rpc(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t no
         return false;
     }
     if (dead) return true;
+    if (m->active && now - rpc->in_progress >= timeout && rpc->asks >= HOMA_ASKS_FATAL)
+        return true; /* asked again and again, nothing new came */
     /* Data still arrives but we grant nothing more: what we granted earlier
      * trickles in, queued in the network behind higher priorities.  The
      * sender has sent all of it and hears nothing from us, so tell it we

@@ -155,6 +155,13 @@ struct homa_rpc {
     /* Unanswered RESENDs for an unconfirmed request: each doubles the wait
      * before the next (a server too busy to answer is not flooded). */
     uint8_t probes;
+    /* Receiving side: when rpc->in last got new bytes (or its sender said
+     * BUSY), and the RESEND rounds since.  A message that gets nothing for
+     * a timeout although we asked HOMA_ASKS_FATAL times is given up even
+     * while its sender answers for others (e.g. a packet that never gets
+     * through). */
+    uint64_t in_progress;
+    uint8_t asks;
     struct homa_msgout out;
     struct homa_msgin in;
     struct hlist all_node;   /* eng->rpcs */

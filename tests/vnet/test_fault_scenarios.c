@@ -114,20 +114,13 @@ static void fault_scenario__each_type_lost_rpcs_complete(void **state)
     assert_int_equal(failed_classes, 0);
 }
 
-/* Known engine failure (reported to the lead, not worked around): with
- * half of all DATA packets lost and nothing else, seed 100 times out 6 RPCs
- * (all from host 2 to host 0, at 107.001 ms: one peer declared dead)
- * and serves 4 requests twice.  Reproduce with
- *   HOMA_KNOWN_FAILURES=1 build/tests/vnet/test_fault_scenarios
- * Skipped otherwise so the suite stays green until the engine is fixed. */
+/* Half of all DATA packets lost (retransmissions too) and nothing else:
+ * every RPC completes exactly once.  Before the engine's liveness fixes,
+ * seed 100 timed out 6 RPCs (one RPC's silence failed its whole peer) and
+ * served 4 requests twice (the server gave up on a live client). */
 static void fault_scenario__half_of_data_lost(void **state)
 {
     (void)state;
-    const char *v = getenv("HOMA_KNOWN_FAILURES");
-    if (v == NULL || strcmp(v, "1") != 0) {
-        fprintf(stderr, "skipped: known engine failure (HOMA_KNOWN_FAILURES=1 runs it)\n");
-        skip();
-    }
     struct outcome o = run_class(HOMA_FAULT_CLASS_DATA, 0.5, 0.0, 100);
     assert_true(o.done);
     assert_int_equal(o.bad, 0);
