@@ -5,6 +5,10 @@
  * lists.  Everything grows geometrically to the run's peak and is reused. */
 #include "vnet.h"
 
+#include "io/fault_class.h"
+
+_Static_assert(VNET_FAULT_CLASSES == HOMA_FAULT_CLASS_COUNT, "vnet classes are Homa's");
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,6 +130,16 @@ enum nic_state {
     NIC_PULLING, /* inside the host's pull callback */
 };
 
+/* A packet held back by reorder_depth until enough later ones have left. */
+struct held {
+    struct held *next;
+    struct pbuf *p;
+    uint32_t wait;       /* later packets of the host still to leave */
+    vnet_event_id timer; /* reorder_max_ns bound; 0 = none */
+    struct vnet *net;
+    struct host *h;
+};
+
 struct host {
     struct vnet_host_ops ops;
     void *ctx;
@@ -136,11 +150,15 @@ struct host {
     struct vnet_switch *tor;
     uint64_t carry, tx_free_at;
     struct vnet_host_stats st;
+    bool ge_bad;       /* burst loss: this host's chain is in the bad state */
+    struct held *held; /* reorder_depth, oldest first */
 };
 
 struct vnet {
     struct vnet_config cfg;
     struct vnet_rng rng;
+    double ge_p_bad, ge_p_good; /* burst loss transitions */
+    bool class_faults;          /* loss_types or class_loss set: classify packets */
     uint64_t now;
     bool stopped, running;
 
@@ -612,6 +630,104 @@ static void nic_schedule(struct vnet *net, struct host *h, uint64_t t)
     ev_schedule(net, t, EVK_NIC, NULL, h);
 }
 
+static bool host_in(uint64_t mask, int host)
+{
+    return mask == 0 || (host < 64 && (mask >> host & 1u) != 0);
+}
+
+/* Blackout, per-class loss and (burst) loss, in that order; counts the drop. */
+static bool fault_lost(struct vnet *net, struct host *h, uint64_t now, const struct vnet_pkt *pkt)
+{
+    const struct vnet_faults *f = &net->cfg.faults;
+    if (f->blackout_ns > 0 && now >= f->blackout_start_ns) {
+        uint64_t t = now - f->blackout_start_ns;
+        if (f->blackout_every_ns != 0) t %= f->blackout_every_ns;
+        if (t < f->blackout_ns) {
+            net->st.drops_blackout++;
+            return true;
+        }
+    }
+    unsigned cls = 0;
+    if (net->class_faults) {
+        cls = homa_fault_classify(pkt->data, pkt->len);
+        for (unsigned m = cls; m != 0; m &= m - 1) {
+            int c = __builtin_ctz(m);
+            if (f->class_loss[c] > 0 && vnet_rng_uniform(&net->rng) < f->class_loss[c]) {
+                net->st.drops_type++;
+                return true;
+            }
+        }
+    }
+    if (f->loss <= 0 || (f->loss_types != 0 && (cls & f->loss_types) == 0)) return false;
+    bool lost;
+    if (f->burst > 0) {
+        double u = vnet_rng_uniform(&net->rng);
+        h->ge_bad = h->ge_bad ? !(u < net->ge_p_good) : u < net->ge_p_bad;
+        lost = h->ge_bad;
+    } else {
+        lost = vnet_rng_uniform(&net->rng) < f->loss;
+    }
+    if (lost) net->st.drops_loss++;
+    return lost;
+}
+
+static void held_unlink(struct host *h, struct held *hd)
+{
+    for (struct held **pp = &h->held; *pp != NULL; pp = &(*pp)->next)
+        if (*pp == hd) {
+            *pp = hd->next;
+            return;
+        }
+}
+
+/* reorder_max_ns passed before enough later packets did: let it go. */
+static void held_timeout(void *arg, uint64_t now)
+{
+    struct held *hd = arg;
+    struct vnet *net = hd->net;
+    held_unlink(hd->h, hd);
+    ev_schedule(net, now + net->cfg.host_delay_ns + net->cfg.switch_delay_ns, EVK_ARRIVE, NULL,
+                hd->p);
+    free(hd);
+}
+
+/* Holds p at its source (reorder_depth); false if out of memory (then it
+ * takes the random extra delay instead). */
+static bool hold_back(struct vnet *net, struct host *h, struct pbuf *p)
+{
+    struct held *hd = calloc(1, sizeof(*hd));
+    if (hd == NULL) return false;
+    hd->p = p;
+    hd->wait = net->cfg.faults.reorder_depth;
+    hd->net = net;
+    hd->h = h;
+    if (net->cfg.faults.reorder_max_ns > 0)
+        hd->timer = vnet_after(net, net->cfg.faults.reorder_max_ns, held_timeout, hd);
+    struct held **pp = &h->held;
+    while (*pp != NULL)
+        pp = &(*pp)->next;
+    *pp = hd;
+    return true;
+}
+
+/* A later packet of h left, arriving at t: the held packets it completes
+ * arrive right behind it (same time, scheduled after), oldest first. */
+static void release_counted(struct vnet *net, struct host *h, uint64_t t)
+{
+    struct held **pp = &h->held;
+    while (*pp != NULL) {
+        struct held *hd = *pp;
+        if (--hd->wait == 0) {
+            *pp = hd->next;
+            if (hd->timer) vnet_cancel(net, hd->timer);
+            ev_schedule(net, t, EVK_ARRIVE, NULL, hd->p);
+            free(hd);
+        } else {
+            pp = &hd->next;
+        }
+    }
+}
+
 static void nic_pull(struct vnet *net, struct host *h)
 {
     h->nic = NIC_IDLE;
@@ -653,21 +769,23 @@ static void nic_pull(struct vnet *net, struct host *h)
                        pkt.priority);
         return;
     }
-    if (f->loss > 0 && vnet_rng_uniform(&net->rng) < f->loss) {
-        net->st.drops_loss++;
+    bool faulty = host_in(f->src_mask, h->idx) && host_in(f->dst_mask, pkt.dst);
+    if (faulty && fault_lost(net, h, now, &pkt)) {
         if (net->trace)
             net->trace(net->trace_arg, now, VNET_TR_DROP_LOSS, h->idx, pkt.dst, pkt.data, pkt.len,
                        pkt.priority);
         return;
     }
     int copies = 1;
-    if (f->dup > 0 && vnet_rng_uniform(&net->rng) < f->dup) {
+    if (faulty && f->dup > 0 && vnet_rng_uniform(&net->rng) < f->dup) {
         copies = 2;
         net->st.dups++;
     }
 
     uint64_t arrive = now + tx + net->cfg.host_delay_ns + net->cfg.switch_delay_ns;
     const uint8_t *src_data = pkt.data;
+    bool passed = false;
+    uint64_t passed_at = 0;
     for (int c = 0; c < copies; c++) {
         struct pbuf *p = pbuf_get(net);
         p->len = (uint32_t)pkt.len;
@@ -688,12 +806,21 @@ static void nic_pull(struct vnet *net, struct host *h)
         src_data = p->data;
         if (c == 1) TRACE(net, VNET_TR_DUP, p);
         uint64_t t = arrive;
-        if (f->reorder > 0 && vnet_rng_uniform(&net->rng) < f->reorder) {
-            t += vnet_rng_below(&net->rng, f->reorder_max_ns + 1);
+        if (faulty && f->reorder > 0 && vnet_rng_uniform(&net->rng) < f->reorder) {
             net->st.reorders++;
+            if (f->reorder_depth > 0 && hold_back(net, h, p)) continue;
+            t += vnet_rng_below(&net->rng, f->reorder_max_ns + 1);
+        } else if (faulty && f->delay > 0 && vnet_rng_uniform(&net->rng) < f->delay) {
+            net->st.delays++;
+            t += f->delay_ns - f->jitter_ns;
+            if (f->jitter_ns > 0) t += vnet_rng_below(&net->rng, 2 * f->jitter_ns + 1);
         }
         ev_schedule(net, t, EVK_ARRIVE, NULL, p);
+        if (!passed) passed_at = t;
+        passed = true;
     }
+    /* This packet left: count it for the ones held behind later packets. */
+    if (passed && h->held) release_counted(net, h, passed_at);
 }
 
 /* ---- Run loop ---- */
@@ -881,8 +1008,15 @@ void vnet_destroy(struct vnet *net)
         free(sw);
     }
     free(net->sw);
-    for (int h = 0; h < net->nhosts; h++)
+    for (int h = 0; h < net->nhosts; h++) {
+        while (net->hosts[h]->held) {
+            struct held *hd = net->hosts[h]->held;
+            net->hosts[h]->held = hd->next;
+            pbuf_free(net, hd->p);
+            free(hd);
+        }
         free(net->hosts[h]);
+    }
     free(net->hosts);
     for (int c = 0; c < NUM_CLASSES; c++) {
         struct bufnode *b = net->free_bufs[c];
@@ -1002,6 +1136,19 @@ void vnet_set_faults(struct vnet *net, const struct vnet_faults *faults)
     f->dup = clamp01(f->dup);
     f->reorder = clamp01(f->reorder);
     if (f->reorder_max_ns == UINT64_MAX) f->reorder_max_ns--; /* +1 in the draw must not wrap */
+    f->delay = clamp01(f->delay);
+    if (f->jitter_ns > f->delay_ns) f->jitter_ns = f->delay_ns;
+    if (f->jitter_ns > UINT64_MAX / 4) f->jitter_ns = UINT64_MAX / 4; /* 2j + 1 must not wrap */
+    /* Overlapping windows: one long blackout. */
+    if (f->blackout_every_ns != 0 && f->blackout_every_ns < f->blackout_ns)
+        f->blackout_ns = f->blackout_every_ns;
+    net->class_faults = f->loss_types != 0;
+    for (int c = 0; c < VNET_FAULT_CLASSES; c++) {
+        f->class_loss[c] = clamp01(f->class_loss[c]);
+        if (f->class_loss[c] > 0) net->class_faults = true;
+    }
+    if (!(f->burst >= 1.0)) f->burst = f->burst > 0 ? 1.0 : 0.0; /* NaN: no bursts */
+    if (f->burst > 0) homa_fault_ge(f->loss, f->burst, &net->ge_p_bad, &net->ge_p_good);
 }
 
 const struct vnet_faults *vnet_get_faults(const struct vnet *net)

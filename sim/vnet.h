@@ -1,7 +1,8 @@
 /* vnet: a deterministic, packet-level discrete-event network simulator.
  *
  * vnet moves opaque packets (byte strings with a priority 0..7, 7 highest)
- * between hosts.  It knows nothing about Homa; the protocol engine (or any
+ * between hosts.  It knows nothing about Homa (except the packet types, for
+ * per-type loss faults); the protocol engine (or any
  * other transport) plugs in through two callbacks per host: pull (the NIC is
  * free, hand me the next packet) and deliver (a packet arrived).
  *
@@ -25,10 +26,12 @@
  *  - Host NICs have no queue: the NIC holds the one packet being serialised
  *    and pulls the next one from the host when it finishes, so packet order
  *    and pacing are decided by the host's own scheduler.
- *  - Faults at host egress (every packet of every host): random loss,
- *    duplication, reordering (extra random delay before the first switch),
- *    and a filter callback that can drop chosen packets.  Hosts can be set
- *    down: a down host neither sends nor receives.
+ *  - Faults at host egress (struct vnet_faults): random or burst loss,
+ *    loss per Homa packet type, blackout windows, duplication, delay with
+ *    jitter, reordering (extra random delay, or held behind N later
+ *    packets), restricted to chosen source/destination hosts, and a filter
+ *    callback that can drop chosen packets.  Hosts can be set down: a down
+ *    host neither sends nor receives.
  *  - Counters per host, per switch port (bytes, drops, peak occupancy, busy
  *    time) and globally.
  *
@@ -83,15 +86,58 @@ enum vnet_topology {
     VNET_LEAF_SPINE = 1, /* racks x hosts_per_rack hosts, spines spines */
 };
 
-/* Faults, applied to every packet as it leaves a host NIC. */
+/* Packet classes for per-type loss: the values of HOMA_FAULT_CLASS_* in
+ * homa/homa.h (data, last_data, grant, resend, unknown, busy, cutoffs,
+ * freeze, need_ack, ack).  The only place vnet looks into a packet: it reads
+ * the Homa common header's type byte and, for DATA, the message length and
+ * offset (bounds-checked; anything else is in no class). */
+#define VNET_FAULT_CLASSES 10
+
+/* Faults, applied to every packet as it leaves a host NIC, in this order:
+ * filter; host masks (packets outside them skip every fault below);
+ * blackout; class_loss; loss (with burst, loss_types); dup; then reorder
+ * or delay.  All zero = no faults.  Random draws happen only for enabled
+ * faults, so enabling one does not perturb runs that never use the others. */
 struct vnet_faults {
-    double loss;             /* probability a packet vanishes */
+    double loss;             /* probability a packet vanishes (long-run rate with burst) */
     double dup;              /* probability a packet is delivered twice */
     double reorder;          /* probability of an extra random delay... */
     uint64_t reorder_max_ns; /* ...uniform in [0, reorder_max_ns] */
     /* Optional: return nonzero to drop this packet (checked first). */
     int (*filter)(void *arg, int src, int dst, const uint8_t *data, size_t len);
     void *filter_arg;
+    /* Burst loss (Gilbert-Elliott, one chain per source host): with burst >=
+     * 1, `loss` is the long-run loss rate and burst the mean run of
+     * consecutive losses among the host's packets that loss applies to;
+     * transitions good->bad = loss / (burst (1 - loss)), bad->good = 1 /
+     * burst.  Needs loss <= burst / (1 + burst); above that the chain sticks
+     * at good->bad = 1 (a lower rate).  0 = independent losses. */
+    double burst;
+    /* Bit mask of 1u << class: loss (and burst) applies only to packets of
+     * these classes; 0 = every packet. */
+    unsigned loss_types;
+    /* Extra independent loss per class, e.g. class_loss[2] (GRANT) = 1. */
+    double class_loss[VNET_FAULT_CLASSES];
+    /* Only packets from a host whose bit is set in src_mask and to a host
+     * whose bit is set in dst_mask get faults (bit h = host h; hosts 64 and
+     * up never match a nonzero mask); 0 = every host. */
+    uint64_t src_mask, dst_mask;
+    /* Blackouts, in virtual time: every packet leaving in [blackout_start_ns
+     * + k * blackout_every_ns, ... + blackout_ns) is lost (k = 0 only if
+     * blackout_every_ns is 0). */
+    uint64_t blackout_ns;
+    uint64_t blackout_every_ns; /* > blackout_ns, or 0 = one window */
+    uint64_t blackout_start_ns;
+    /* Delay with jitter: with probability `delay` a packet gets an extra
+     * delay uniform in [delay_ns - jitter_ns, delay_ns + jitter_ns]
+     * (jitter_ns is clamped to delay_ns). */
+    double delay;
+    uint64_t delay_ns, jitter_ns;
+    /* Reordering by depth: if > 0, a packet picked by `reorder` is held at
+     * its source until reorder_depth later packets of the same host have
+     * left (it then arrives right behind the last of them) instead of the
+     * random extra delay; reorder_max_ns > 0 bounds the hold. */
+    uint32_t reorder_depth;
 };
 
 struct vnet_config {
@@ -217,12 +263,15 @@ struct vnet_stats {
     uint64_t bytes_sent;
     uint64_t pkts_delivered;
     uint64_t bytes_delivered;
-    uint64_t drops_queue;  /* switch buffer overflow */
-    uint64_t drops_loss;   /* random loss fault */
-    uint64_t drops_filter; /* fault filter */
-    uint64_t drops_down;   /* destination host down */
-    uint64_t dups;         /* extra copies created */
-    uint64_t reorders;     /* packets given an extra delay */
+    uint64_t drops_queue;    /* switch buffer overflow */
+    uint64_t drops_loss;     /* random loss fault */
+    uint64_t drops_filter;   /* fault filter */
+    uint64_t drops_down;     /* destination host down */
+    uint64_t dups;           /* extra copies created */
+    uint64_t reorders;       /* packets given an extra delay or held back */
+    uint64_t drops_blackout; /* blackout window */
+    uint64_t drops_type;     /* class_loss */
+    uint64_t delays;         /* packets given the `delay` fault */
 };
 
 struct vnet_host_stats {

@@ -86,20 +86,55 @@ HOMA_API int homa_endpoint_equal(const homa_endpoint *a, const homa_endpoint *b)
 #define HOMA_FAULT_TX 1u /* apply to packets being sent */
 #define HOMA_FAULT_RX 2u /* apply to packets being received */
 
+/* Packet classes for per-type loss (homa_faults.drop_types is a bit mask of
+ * 1u << class).  A DATA packet that ends its message (offset + payload
+ * length reaches the message length) is in both DATA and LAST_DATA. */
+enum homa_fault_class {
+    HOMA_FAULT_CLASS_DATA = 0,  /* every DATA packet */
+    HOMA_FAULT_CLASS_LAST_DATA, /* the last DATA packet of a message */
+    HOMA_FAULT_CLASS_GRANT,
+    HOMA_FAULT_CLASS_RESEND,
+    HOMA_FAULT_CLASS_RPC_UNKNOWN,
+    HOMA_FAULT_CLASS_BUSY,
+    HOMA_FAULT_CLASS_CUTOFFS,
+    HOMA_FAULT_CLASS_FREEZE,
+    HOMA_FAULT_CLASS_NEED_ACK,
+    HOMA_FAULT_CLASS_ACK,
+    HOMA_FAULT_CLASS_COUNT
+};
+
 typedef struct homa_faults {
-    double drop;       /* probability a packet is lost */
+    double drop;       /* probability a packet is lost (long-run rate with burst) */
     double dup;        /* probability a packet is delivered twice */
-    double reorder;    /* probability a packet is held back behind the next one */
+    double reorder;    /* probability a packet is held back behind later ones */
     double delay;      /* probability a packet is delayed by delay_us */
-    uint32_t delay_us; /* delay applied by `delay`; default 1,000 */
+    uint32_t delay_us; /* mean delay of `delay` (and reorder's longest hold); default 1,000 */
     uint64_t seed;     /* PRNG seed; 0 = random */
     unsigned dirs;     /* HOMA_FAULT_TX | HOMA_FAULT_RX; 0 = both */
+    /* Mean length of a run of consecutive losses (Gilbert-Elliott: a good
+     * state that loses nothing, a bad state that loses everything); 0 =
+     * independent losses.  Needs drop <= burst / (1 + burst). */
+    double burst;
+    /* Bit mask of 1u << HOMA_FAULT_CLASS_*: `drop` (and burst) applies only
+     * to packets of these classes; 0 = every packet. */
+    unsigned drop_types;
+    /* Independent extra loss per class, e.g. drop_class[HOMA_FAULT_CLASS_GRANT]. */
+    double drop_class[HOMA_FAULT_CLASS_COUNT];
+    uint32_t jitter_us;     /* delays are uniform in delay_us +- jitter_us */
+    uint32_t reorder_depth; /* later packets a reordered one waits for; 0 = 1 */
+    /* Blackouts (total loss): windows of blackout_ns starting blackout_start_ns
+     * after the socket opened, repeating every blackout_every_ns (0 = once). */
+    uint64_t blackout_ns;
+    uint64_t blackout_every_ns;
+    uint64_t blackout_start_ns;
 } homa_faults;
 
-/* Parses a spec such as "drop=0.05,dup=0.01,seed=7".  Keys: drop, dup,
- * reorder, delay (probabilities in [0,1]), delay_us, seed, dir (tx, rx or
- * both).  Returns 0 or HOMA_ERR_INVAL; on error a message naming the bad
- * item goes to err (optional, errlen bytes). */
+/* Parses a spec such as "drop=0.05,dup=0.01,seed=7" (docs/api.md lists every
+ * key: drop, dup, reorder, delay, delay_us, jitter_us, reorder_depth, burst,
+ * drop_type, drop_<class>, blackout_ms, blackout_every_ms, blackout_start_ms,
+ * seed, dir).  Strict: unknown or repeated keys, bad numbers and
+ * inconsistent combinations are errors.  Returns 0 or HOMA_ERR_INVAL; on
+ * error a message naming the bad item goes to err (optional, errlen bytes). */
 HOMA_API int homa_faults_parse(const char *spec, homa_faults *out, char *err, size_t errlen);
 /* 1 if f injects no fault at all. */
 HOMA_API int homa_faults_none(const homa_faults *f);

@@ -146,6 +146,57 @@ struct homa_peer *homa_peer_get(struct homa_engine *eng, const homa_addr *addr, 
     return p;
 }
 
+void homa_peer_heard(struct homa_peer *peer, uint16_t port, uint64_t now)
+{
+    peer->last_heard = now;
+    uint32_t oldest = 0;
+    for (uint32_t i = 0; i < peer->num_ports; i++) {
+        if (peer->ports[i].port == port) {
+            peer->ports[i].last_heard = now;
+            return;
+        }
+        if (peer->ports[i].last_heard < peer->ports[oldest].last_heard) oldest = i;
+    }
+    if (peer->num_ports == peer->cap_ports && peer->cap_ports < HOMA_PEER_MAX_PORTS) {
+        uint32_t cap = peer->cap_ports ? peer->cap_ports * 2 : 4;
+        struct homa_peer_port *np = realloc(peer->ports, cap * sizeof(*np));
+        if (np) {
+            peer->ports = np;
+            peer->cap_ports = cap;
+        }
+    }
+    /* Full (or out of memory): forget the port heard from longest ago; its
+     * RPCs then count as unheard from, which only makes a timeout possible
+     * after their own silence, never earlier. */
+    uint32_t i = peer->num_ports < peer->cap_ports ? peer->num_ports++ : oldest;
+    if (i >= peer->cap_ports) return; /* no memory at all: peer-wide liveness only */
+    peer->ports[i].port = port;
+    peer->ports[i].last_heard = now;
+}
+
+uint64_t homa_peer_port_heard(const struct homa_peer *peer, uint16_t port)
+{
+    for (uint32_t i = 0; i < peer->num_ports; i++)
+        if (peer->ports[i].port == port) return peer->ports[i].last_heard;
+    return 0;
+}
+
+static uint64_t forgive(uint64_t heard, uint64_t now, uint64_t late)
+{
+    return now - heard > late ? heard + late : now;
+}
+
+void homa_peers_forgive(struct homa_engine *eng, uint64_t now, uint64_t late)
+{
+    for (size_t i = 0; i < eng->peer_nb; i++) {
+        for (struct homa_peer *p = eng->peer_tab[i]; p; p = p->hnext) {
+            p->last_heard = forgive(p->last_heard, now, late);
+            for (uint32_t k = 0; k < p->num_ports; k++)
+                p->ports[k].last_heard = forgive(p->ports[k].last_heard, now, late);
+        }
+    }
+}
+
 static void peer_free(struct homa_engine *eng, struct homa_peer *peer)
 {
     size_t b = addr_hash(&peer->addr) & (eng->peer_nb - 1);
@@ -153,6 +204,7 @@ static void peer_free(struct homa_engine *eng, struct homa_peer *peer)
         if (*pp == peer) {
             *pp = peer->hnext;
             eng->peer_n--;
+            free(peer->ports);
             free(peer);
             return;
         }
@@ -304,8 +356,8 @@ void homa_tomb_add(struct homa_engine *eng, uint64_t id, const homa_addr *addr, 
     if (eng->tomb_count == eng->cfg.max_tombstones) tomb_pop_oldest(eng);
     uint32_t idx = (eng->tomb_head + eng->tomb_count) % eng->cfg.max_tombstones;
     struct homa_tomb *t = &eng->tombs[idx];
-    uint32_t ticks = eng->cfg.tombstone_ticks ? eng->cfg.tombstone_ticks
-                                              : 2 * eng->cfg.timeout_ticks;
+    uint32_t ticks =
+        eng->cfg.tombstone_ticks ? eng->cfg.tombstone_ticks : 2 * eng->cfg.timeout_ticks;
     t->id = id;
     t->addr = *addr;
     t->port = port;
@@ -320,7 +372,8 @@ void homa_tomb_add(struct homa_engine *eng, uint64_t id, const homa_addr *addr, 
 
 static void tombs_expire(struct homa_engine *eng, uint64_t now)
 {
-    while (eng->tomb_count > 0 && eng->tombs[eng->tomb_head].expires <= now) tomb_pop_oldest(eng);
+    while (eng->tomb_count > 0 && eng->tombs[eng->tomb_head].expires <= now)
+        tomb_pop_oldest(eng);
 }
 
 /* ---------- control queue ---------- */
@@ -436,8 +489,7 @@ void homa_buf_put(struct homa_engine *eng, uint8_t *buf, uint32_t cap)
                                    eng->bufcache_bytes + cap > HOMA_BUFCACHE_BYTES)) {
         free(eng->bufcache[0].buf);
         eng->bufcache_bytes -= eng->bufcache[0].cap;
-        memmove(&eng->bufcache[0], &eng->bufcache[1],
-                --eng->bufcache_n * sizeof(eng->bufcache[0]));
+        memmove(&eng->bufcache[0], &eng->bufcache[1], --eng->bufcache_n * sizeof(eng->bufcache[0]));
     }
     eng->bufcache[eng->bufcache_n].buf = buf;
     eng->bufcache[eng->bufcache_n].cap = cap;
@@ -577,14 +629,16 @@ int homa_engine_create(const homa_config *cfg, const homa_engine_ops *ops, homa_
     eng->ctl = malloc(HOMA_MAX_CTL_QUEUE * sizeof(*eng->ctl));
     eng->tombs = calloc(eng->cfg.max_tombstones, sizeof(*eng->tombs));
     eng->tomb_nb = 64;
-    while (eng->tomb_nb < eng->cfg.max_tombstones) eng->tomb_nb *= 2;
+    while (eng->tomb_nb < eng->cfg.max_tombstones)
+        eng->tomb_nb *= 2;
     eng->tomb_buckets = malloc(eng->tomb_nb * sizeof(*eng->tomb_buckets));
     if (!eng->client_tab || !eng->server_tab || !eng->peer_tab || !eng->ctl || !eng->tombs ||
         !eng->tomb_buckets) {
         homa_engine_destroy(eng);
         return HOMA_ERR_NOMEM;
     }
-    for (uint32_t i = 0; i < eng->tomb_nb; i++) eng->tomb_buckets[i] = -1;
+    for (uint32_t i = 0; i < eng->tomb_nb; i++)
+        eng->tomb_buckets[i] = -1;
     hlist_init(&eng->rpcs);
     hlist_init(&eng->sendable);
     hlist_init(&eng->resending);
@@ -629,13 +683,16 @@ void homa_engine_destroy(homa_engine *eng)
             while (eng->peer_tab[i]) {
                 struct homa_peer *p = eng->peer_tab[i];
                 eng->peer_tab[i] = p->hnext;
+                free(p->ports);
                 free(p);
             }
         }
     }
-    for (size_t i = 0; i < eng->deferred_n; i++) free(eng->deferred[i]);
+    for (size_t i = 0; i < eng->deferred_n; i++)
+        free(eng->deferred[i]);
     free(eng->deferred);
-    for (uint32_t i = 0; i < eng->bufcache_n; i++) free(eng->bufcache[i].buf);
+    for (uint32_t i = 0; i < eng->bufcache_n; i++)
+        free(eng->bufcache[i].buf);
     free(eng->place_orphan);
     free(eng->client_tab);
     free(eng->server_tab);
@@ -693,7 +750,8 @@ void homa_engine_queue_stats(const homa_engine *eng, homa_queue_stats *out)
         const struct homa_rpc *r = HOMA_CONTAINER(n, struct homa_rpc, grant_node);
         out->rx_grantable++;
         bool dup = false;
-        for (uint32_t i = 0; i < out->rx_grantable_peers && !dup; i++) dup = seen[i] == r->peer;
+        for (uint32_t i = 0; i < out->rx_grantable_peers && !dup; i++)
+            dup = seen[i] == r->peer;
         if (!dup && out->rx_grantable_peers < 64) seen[out->rx_grantable_peers++] = r->peer;
     }
 }
@@ -703,8 +761,7 @@ void homa_engine_queue_stats(const homa_engine *eng, homa_queue_stats *out)
 /* Gets the engine's buffer for an outgoing message: the caller's own
  * malloc'd buffer when it hands one over (`owned`), else a copy of src.
  * Checks come first so that a failed call never takes ownership. */
-static int message_buffer(homa_engine *eng, const void *src, void *owned, size_t len,
-                          uint8_t **out)
+static int message_buffer(homa_engine *eng, const void *src, void *owned, size_t len, uint8_t **out)
 {
     if (len > eng->cfg.max_message_length) return HOMA_ERR_MSGSIZE;
     if (owned) {
@@ -720,8 +777,8 @@ static int message_buffer(homa_engine *eng, const void *src, void *owned, size_t
 }
 
 static int start_request(homa_engine *eng, uint64_t now, uint16_t port_num, const homa_addr *dst,
-                         uint16_t dport, const void *src, void *owned, size_t len,
-                         uint64_t cookie, uint64_t *id)
+                         uint16_t dport, const void *src, void *owned, size_t len, uint64_t cookie,
+                         uint64_t *id)
 {
     if (!eng || !dst || dport == 0) return HOMA_ERR_INVAL;
     eng->now = now;
@@ -911,7 +968,8 @@ void homa_engine_pull_done(homa_engine *eng)
 {
     if (!eng || eng->tx_pins == 0) return;
     if (--eng->tx_pins == 0) {
-        for (size_t i = 0; i < eng->deferred_n; i++) free(eng->deferred[i]);
+        for (size_t i = 0; i < eng->deferred_n; i++)
+            free(eng->deferred[i]);
         eng->deferred_n = 0;
     }
 }

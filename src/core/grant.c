@@ -6,7 +6,8 @@
  * first max_overcommit of them, taking at most one message per sender (a
  * sender can only transmit one message at a time at full speed, so granting
  * two of its messages would waste the overcommitment).  Each active message
- * is kept grant_window bytes ahead of what has arrived, as long as the total
+ * is kept grant_window bytes ahead of the furthest byte that has arrived,
+ * as long as the total
  * of granted-but-unreceived bytes stays within max_incoming.  A share of
  * grant_fifo_permille of the granted bytes goes to the oldest message so
  * that long messages cannot starve. */
@@ -156,7 +157,11 @@ void homa_grant_check(struct homa_engine *eng)
         struct homa_msgin *m = &r->in;
         uint8_t prio = homa_grant_prio_for_rank(eng, rank, n_active);
         uint32_t seg = m->seg_size ? m->seg_size : eng->cfg.max_payload;
-        uint64_t target = (uint64_t)m->received + eng->cfg.grant_window;
+        /* The window runs from the highest byte received, not from the
+         * count received: lost packets (holes, repaired by RESEND) are not
+         * in flight, and counting them would close the window after
+         * grant_window bytes of losses and stall the message on timers. */
+        uint64_t target = (uint64_t)m->recv_end + eng->cfg.grant_window;
         target = (target + seg - 1) / seg * seg; /* whole packets only */
         if (target > m->length) target = m->length;
         if (target <= m->granted) {

@@ -11,22 +11,53 @@ struct homa_rpc *homa_rpc_new_server(struct homa_engine *eng, uint64_t id, struc
 static int drop(struct homa_engine *eng, int reason)
 {
     switch (reason) {
-    case HOMA_DROP_SHORT: eng->ctr.drop_short++; break;
-    case HOMA_DROP_BAD_TYPE: eng->ctr.drop_bad_type++; break;
-    case HOMA_DROP_TRUNCATED: eng->ctr.drop_truncated++; break;
-    case HOMA_DROP_ZERO_ID: eng->ctr.drop_zero_id++; break;
-    case HOMA_DROP_BAD_RANGE: eng->ctr.drop_bad_range++; break;
-    case HOMA_DROP_BAD_PRIORITY: eng->ctr.drop_bad_priority++; break;
-    case HOMA_DROP_BAD_ACKS: eng->ctr.drop_bad_acks++; break;
-    case HOMA_DROP_MSG_TOO_LONG: eng->ctr.drop_msg_too_long++; break;
-    case HOMA_DROP_BAD_GRANT: eng->ctr.drop_bad_grant++; break;
-    case HOMA_DROP_INCONSISTENT: eng->ctr.drop_inconsistent++; break;
-    case HOMA_DROP_NO_PORT: eng->ctr.drop_no_port++; break;
-    case HOMA_DROP_NO_RPC: eng->ctr.drop_no_rpc++; break;
-    case HOMA_DROP_NO_MEMORY: eng->ctr.drop_no_memory++; break;
-    case HOMA_DROP_DUPLICATE: eng->ctr.drop_duplicate++; break;
-    case HOMA_DROP_COMPLETED: eng->ctr.drop_completed++; break;
-    default: break;
+    case HOMA_DROP_SHORT:
+        eng->ctr.drop_short++;
+        break;
+    case HOMA_DROP_BAD_TYPE:
+        eng->ctr.drop_bad_type++;
+        break;
+    case HOMA_DROP_TRUNCATED:
+        eng->ctr.drop_truncated++;
+        break;
+    case HOMA_DROP_ZERO_ID:
+        eng->ctr.drop_zero_id++;
+        break;
+    case HOMA_DROP_BAD_RANGE:
+        eng->ctr.drop_bad_range++;
+        break;
+    case HOMA_DROP_BAD_PRIORITY:
+        eng->ctr.drop_bad_priority++;
+        break;
+    case HOMA_DROP_BAD_ACKS:
+        eng->ctr.drop_bad_acks++;
+        break;
+    case HOMA_DROP_MSG_TOO_LONG:
+        eng->ctr.drop_msg_too_long++;
+        break;
+    case HOMA_DROP_BAD_GRANT:
+        eng->ctr.drop_bad_grant++;
+        break;
+    case HOMA_DROP_INCONSISTENT:
+        eng->ctr.drop_inconsistent++;
+        break;
+    case HOMA_DROP_NO_PORT:
+        eng->ctr.drop_no_port++;
+        break;
+    case HOMA_DROP_NO_RPC:
+        eng->ctr.drop_no_rpc++;
+        break;
+    case HOMA_DROP_NO_MEMORY:
+        eng->ctr.drop_no_memory++;
+        break;
+    case HOMA_DROP_DUPLICATE:
+        eng->ctr.drop_duplicate++;
+        break;
+    case HOMA_DROP_COMPLETED:
+        eng->ctr.drop_completed++;
+        break;
+    default:
+        break;
     }
     return reason;
 }
@@ -34,14 +65,22 @@ static int drop(struct homa_engine *eng, int reason)
 static int wire_to_drop(int werr)
 {
     switch (werr) {
-    case HOMA_WIRE_SHORT: return HOMA_DROP_SHORT;
-    case HOMA_WIRE_BAD_TYPE: return HOMA_DROP_BAD_TYPE;
-    case HOMA_WIRE_TRUNCATED: return HOMA_DROP_TRUNCATED;
-    case HOMA_WIRE_ZERO_ID: return HOMA_DROP_ZERO_ID;
-    case HOMA_WIRE_BAD_RANGE: return HOMA_DROP_BAD_RANGE;
-    case HOMA_WIRE_BAD_PRIORITY: return HOMA_DROP_BAD_PRIORITY;
-    case HOMA_WIRE_BAD_ACKS: return HOMA_DROP_BAD_ACKS;
-    default: return HOMA_DROP_BAD_TYPE;
+    case HOMA_WIRE_SHORT:
+        return HOMA_DROP_SHORT;
+    case HOMA_WIRE_BAD_TYPE:
+        return HOMA_DROP_BAD_TYPE;
+    case HOMA_WIRE_TRUNCATED:
+        return HOMA_DROP_TRUNCATED;
+    case HOMA_WIRE_ZERO_ID:
+        return HOMA_DROP_ZERO_ID;
+    case HOMA_WIRE_BAD_RANGE:
+        return HOMA_DROP_BAD_RANGE;
+    case HOMA_WIRE_BAD_PRIORITY:
+        return HOMA_DROP_BAD_PRIORITY;
+    case HOMA_WIRE_BAD_ACKS:
+        return HOMA_DROP_BAD_ACKS;
+    default:
+        return HOMA_DROP_BAD_TYPE;
     }
 }
 
@@ -102,6 +141,15 @@ static void send_resend(struct homa_engine *eng, struct homa_rpc *rpc, uint32_t 
 }
 
 /* An ack record from `src` (carried by a packet from its port client_port). */
+/* The peer showed progress on rpc (or that it holds it): not silent. */
+static void rpc_heard(struct homa_rpc *rpc, uint64_t now)
+{
+    rpc->last_heard = now;
+    rpc->probes = 0;
+    rpc->confirmed = true;
+    homa_peer_heard(rpc->peer, rpc->peer_port, now);
+}
+
 static void handle_ack(struct homa_engine *eng, const homa_addr *src, uint16_t client_port,
                        const struct homa_wire_ack *ack)
 {
@@ -128,6 +176,9 @@ static void client_restart(struct homa_engine *eng, struct homa_rpc *rpc)
     m->granted = m->unsched;
     m->num_rtx = 0;
     m->empty_pending = (m->length == 0);
+    rpc->confirmed = false;
+    rpc->probes = 0;
+    if (rpc->unknowns < UINT8_MAX) rpc->unknowns++;
     eng->ctr.client_restarts++;
     homa_out_update(eng, rpc);
 }
@@ -211,6 +262,8 @@ static struct homa_rpc *data_target(struct homa_engine *eng, const homa_addr *sr
             return NULL;
         }
         homa_msgin_init_buf(m, buf, len, pkt->u.data.incoming);
+        rpc->in_progress = eng->now;
+        rpc->asks = 0;
         eng->ctr.rx_bytes_in_use += len;
         homa_gauge_max(&eng->ctr.rx_bytes_peak, eng->ctr.rx_bytes_in_use);
         eng->ctr.incoming_bytes += homa_in_outstanding(m);
@@ -232,19 +285,23 @@ static int data_accept(struct homa_engine *eng, uint64_t now, const homa_addr *s
 {
     uint64_t local = pkt->sender_id ^ 1;
     struct homa_msgin *m = &rpc->in;
-    rpc->last_heard = now;
-    rpc->peer->last_heard = now;
+    rpc_heard(rpc, now);
 
     /* The sender may have received grants we sent, or a RESEND raised its
      * budget: trust `incoming` only up to what we granted or the
      * unscheduled amount. */
     uint32_t before = homa_in_outstanding(m);
     uint32_t added;
-    int res = homa_msgin_add(m, now, pkt->u.data.offset, pkt->u.data.payload, pkt->u.data.payload_len,
-                             &added);
+    int res = homa_msgin_add(m, now, pkt->u.data.offset, pkt->u.data.payload,
+                             pkt->u.data.payload_len, &added);
     uint32_t after = homa_in_outstanding(m);
     eng->ctr.incoming_bytes -= before - after;
     eng->ctr.bytes_in += added;
+    if (added > 0) {
+        rpc->in_progress = now;
+        rpc->asks = 0;
+        rpc->unknowns = 0; /* the server has the request: restarts are over */
+    }
     if (pkt->u.data.ack.client_id) handle_ack(eng, src, pkt->sport, &pkt->u.data.ack);
 
     /* A sender with old cutoffs gets ours (at most once per tick). */
@@ -368,7 +425,7 @@ static int handle_grant(struct homa_engine *eng, uint64_t now, struct homa_rpc *
     struct homa_msgout *m = &rpc->out;
     if (!m->active) return drop(eng, HOMA_DROP_NO_RPC);
     if (pkt->u.grant.offset > m->length) return drop(eng, HOMA_DROP_BAD_GRANT);
-    rpc->last_heard = now;
+    rpc_heard(rpc, now);
     if (pkt->u.grant.offset > m->granted) m->granted = pkt->u.grant.offset;
     m->sched_prio = pkt->u.grant.priority;
     homa_out_update(eng, rpc);
@@ -379,16 +436,15 @@ static int handle_resend(struct homa_engine *eng, uint64_t now, struct homa_rpc 
                          const struct homa_wire_pkt *pkt)
 {
     struct homa_msgout *m = &rpc->out;
-    rpc->last_heard = now;
+    rpc_heard(rpc, now);
     if (!m->active || ((rpc->id & 1) && rpc->state != RPC_SERVER_OUTGOING)) {
         /* Still receiving or computing: we are alive, nothing to resend. */
-        send_simple(eng, HOMA_PKT_BUSY, rpc->id, &rpc->peer->addr, rpc->port->num,
-                    rpc->peer_port);
+        send_simple(eng, HOMA_PKT_BUSY, rpc->id, &rpc->peer->addr, rpc->port->num, rpc->peer_port);
         return 0;
     }
     uint64_t start = pkt->u.resend.offset;
-    uint64_t end = pkt->u.resend.length == HOMA_RESEND_ALL ? m->next_xmit
-                                                           : start + pkt->u.resend.length;
+    uint64_t end =
+        pkt->u.resend.length == HOMA_RESEND_ALL ? m->next_xmit : start + pkt->u.resend.length;
     if (end > m->length) end = m->length;
     if (m->length == 0) {
         homa_out_add_rtx(eng, rpc, 0, 0, pkt->u.resend.priority);
@@ -406,19 +462,36 @@ static int handle_resend(struct homa_engine *eng, uint64_t now, struct homa_rpc 
     } else {
         /* Not sent yet: we are deliberately sending something shorter. */
         homa_out_update(eng, rpc);
-        send_simple(eng, HOMA_PKT_BUSY, rpc->id, &rpc->peer->addr, rpc->port->num,
-                    rpc->peer_port);
+        send_simple(eng, HOMA_PKT_BUSY, rpc->id, &rpc->peer->addr, rpc->port->num, rpc->peer_port);
     }
     return 0;
 }
 
-static void handle_need_ack(struct homa_engine *eng, const homa_addr *src,
+static void request_missing(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t now,
+                            bool silent);
+static void resend_response_start(struct homa_engine *eng, struct homa_rpc *rpc);
+
+static void handle_need_ack(struct homa_engine *eng, uint64_t now, const homa_addr *src,
                             const struct homa_wire_pkt *pkt)
 {
     uint64_t local = pkt->sender_id ^ 1;
     if (local & 1) return; /* only servers ask, only clients answer */
     struct homa_rpc *rpc = homa_find_client(eng, local);
-    if (rpc && rpc->state == RPC_CLIENT_ACTIVE) return; /* response not complete yet */
+    if (rpc && (memcmp(&rpc->peer->addr, src, sizeof(*src)) != 0 || !rpc->port ||
+                rpc->port->num != pkt->dport || rpc->peer_port != pkt->sport))
+        rpc = NULL;
+    if (rpc && rpc->state == RPC_CLIENT_ACTIVE) {
+        /* The server has sent the whole response and we lack part of it:
+         * the missing part was lost.  Ask for it now; waiting for our own
+         * timer would leave the server believing we went away. */
+        rpc_heard(rpc, now);
+        if (rpc->in.active)
+            request_missing(eng, rpc, now, true);
+        else
+            resend_response_start(eng, rpc);
+        rpc->last_prodded = now;
+        return;
+    }
     struct homa_wire_pkt ack;
     memset(&ack, 0, sizeof(ack));
     ack.type = HOMA_PKT_ACK;
@@ -464,8 +537,9 @@ int homa_engine_input(homa_engine *eng, uint64_t now, const homa_addr *src, cons
         if (rpc && (memcmp(&rpc->peer->addr, src, sizeof(*src)) != 0 || !rpc->port ||
                     rpc->port->num != pkt.dport))
             rpc = NULL;
-        /* Anything about one of our RPCs shows the peer is alive. */
-        if (rpc) rpc->peer->last_heard = now;
+        /* Anything about one of our RPCs shows the peer (that port of it)
+         * is alive, even RPC_UNKNOWN. */
+        if (rpc) homa_peer_heard(rpc->peer, rpc->peer_port, now);
     }
     switch (pkt.type) {
     case HOMA_PKT_DATA:
@@ -505,9 +579,12 @@ int homa_engine_input(homa_engine *eng, uint64_t now, const homa_addr *src, cons
         break;
     case HOMA_PKT_BUSY:
         eng->ctr.busy_in++;
-        if (rpc)
-            rpc->last_heard = now;
-        else
+        if (rpc) {
+            rpc_heard(rpc, now);
+            /* The sender is deliberately sending something else. */
+            rpc->in_progress = now;
+            rpc->asks = 0;
+        } else
             ret = drop(eng, HOMA_DROP_NO_RPC);
         break;
     case HOMA_PKT_CUTOFFS: {
@@ -528,7 +605,7 @@ int homa_engine_input(homa_engine *eng, uint64_t now, const homa_addr *src, cons
         break;
     case HOMA_PKT_NEED_ACK:
         eng->ctr.need_ack_in++;
-        handle_need_ack(eng, src, &pkt);
+        handle_need_ack(eng, now, src, &pkt);
         break;
     case HOMA_PKT_ACK:
         eng->ctr.ack_in++;
@@ -546,26 +623,11 @@ int homa_engine_input(homa_engine *eng, uint64_t now, const homa_addr *src, cons
 
 /* ---------- timers ---------- */
 
-/* Fails every RPC with a peer that has gone silent. */
-static void peer_failed(struct homa_engine *eng, struct homa_peer *peer)
-{
-    eng->ctr.peer_failures++;
-    struct hlist *n = eng->rpcs.next;
-    while (n != &eng->rpcs) {
-        struct homa_rpc *r = HOMA_CONTAINER(n, struct homa_rpc, all_node);
-        n = n->next;
-        if (r->peer != peer) continue;
-        if (r->state == RPC_CLIENT_ACTIVE) {
-            eng->ctr.client_timeouts++;
-            homa_rpc_fail(eng, r, HOMA_ERR_TIMEOUT);
-        } else if (r->state == RPC_SERVER_INCOMING || r->state == RPC_SERVER_OUTGOING) {
-            eng->ctr.server_timeouts++;
-            homa_rpc_abandon(eng, r);
-        }
-    }
-}
-
-#define HOMA_MAX_RESENDS_PER_TICK 16
+/* Bounds on what one RPC asks for per call: every hole known to be lost is
+ * asked for at once (waiting a tick per 16 holes made a 1 MB message at
+ * 20 % loss take ten times as long), up to max_incoming bytes of
+ * retransmission. */
+#define HOMA_MAX_RESENDS_PER_TICK 256
 
 /* Asks for the missing ranges of rpc's incoming message below what we
  * granted: the gaps old enough (all of them if `silent`) and, after
@@ -576,62 +638,100 @@ static void request_missing(struct homa_engine *eng, struct homa_rpc *rpc, uint6
     struct homa_msgin *m = &rpc->in;
     uint64_t age = (uint64_t)eng->cfg.gap_resend_ticks * eng->cfg.tick_ns;
     int sent = 0;
-    for (uint32_t i = 0; i < m->num_gaps && sent < HOMA_MAX_RESENDS_PER_TICK; i++) {
+    uint64_t bytes = 0;
+    for (uint32_t i = 0;
+         i < m->num_gaps && sent < HOMA_MAX_RESENDS_PER_TICK && bytes < eng->cfg.max_incoming;
+         i++) {
         struct homa_gap *g = &m->gaps[i];
         if (g->start >= m->granted) break;
         if (!silent && (age == 0 || now - g->at < age)) continue;
         uint32_t end = g->end < m->granted ? g->end : m->granted;
         send_resend(eng, rpc, g->start, end - g->start, resend_prio(eng, rpc, g->start, silent));
         g->at = now;
+        bytes += end - g->start;
         sent++;
     }
-    if (silent && m->recv_end < m->granted && sent < HOMA_MAX_RESENDS_PER_TICK)
+    if (silent && m->recv_end < m->granted && sent < HOMA_MAX_RESENDS_PER_TICK) {
         send_resend(eng, rpc, m->recv_end, m->granted - m->recv_end,
                     resend_prio(eng, rpc, m->recv_end, true));
+        sent++;
+    }
+    if (sent > 0 && rpc->asks < UINT8_MAX) rpc->asks++;
+}
+
+/* No byte of the response yet: ask for its start.  The server retransmits,
+ * says BUSY, or says RPC_UNKNOWN (then we restart the request). */
+static void resend_response_start(struct homa_engine *eng, struct homa_rpc *rpc)
+{
+    const homa_config *c = &eng->cfg;
+    send_resend(eng, rpc, 0, c->unsched_bytes ? c->unsched_bytes : c->max_payload,
+                (uint8_t)(c->num_priorities - 1));
 }
 
 /* Liveness prods (BUSY from a receiver that is not granting, NEED_ACK,
- * RESEND for a response not started) say nothing new; sent per RPC, their
- * number would grow with the backlog (a client with 1,000 requests queued
- * at a server: 200,000 RESENDs and as many BUSYs a second).  So their
- * interval grows with the number of RPCs with the peer beyond
- * HOMA_PRODS_PER_PEER, and each tick at most that many go to one peer (the
- * others wait for the next tick: no bursts, no starvation).  With so few
- * prods an RPC's own silence proves nothing: it times out only when its
- * peer as a whole has been silent (see check_rpc). */
+ * RESEND for a response the server is known to be working on) say nothing
+ * new; sent per RPC, their number would grow with the backlog (a client
+ * with 1,000 requests queued at a server: 200,000 RESENDs and as many BUSYs
+ * a second).  So their interval grows with the number of RPCs with the peer
+ * that want one beyond HOMA_PRODS_PER_PEER (counted in the previous timer
+ * run), and each tick at most that many go to one peer (the others wait for
+ * the next tick: no bursts, no starvation).
+ *
+ * Loss recovery is not a prod and is not stretched: missing ranges of a
+ * message being received, and the RESEND of a client whose request the
+ * server has not confirmed yet (it may have lost all of it) go at the plain
+ * resend interval; the latter have a budget of their own per peer and tick,
+ * HOMA_RESENDS_PER_PEER, so that a dead server is not flooded. */
 #define HOMA_PRODS_PER_PEER 16
+#define HOMA_RESENDS_PER_PEER 1024
+#define HOMA_RESENDS_PER_SILENT_PEER 64
 
-static uint64_t prod_interval(const struct homa_rpc *rpc, uint64_t base)
+/* A restarted request lost again draws another RPC_UNKNOWN, so one or two
+ * prove nothing under loss; this many in a row (20 % loss: 1e-7) do. */
+#define HOMA_UNKNOWNS_FATAL 10
+/* RESEND rounds for a message that brought no new byte (20 % loss each
+ * way: 0.36^16 = 8e-8). */
+#define HOMA_ASKS_FATAL 16
+
+static void budget_refresh(struct homa_engine *eng, struct homa_peer *peer)
 {
-    uint32_t n = rpc->peer->num_rpcs;
+    if (peer->prod_tick == eng->ticks) return;
+    peer->prod_tick = eng->ticks;
+    peer->prods_left = HOMA_PRODS_PER_PEER;
+    /* A peer that answers (BUSY, RPC_UNKNOWN) lets lost requests be found
+     * quickly; one that has gone quiet is not flooded. */
+    uint64_t quiet = (uint64_t)eng->cfg.resend_interval * eng->cfg.tick_ns;
+    peer->resends_left =
+        eng->now - peer->last_heard < quiet ? HOMA_RESENDS_PER_PEER : HOMA_RESENDS_PER_SILENT_PEER;
+}
+
+/* rpc wants a liveness prod every `base` ns: counts it for the peer and
+ * returns the interval stretched by the number that wanted one last run. */
+static uint64_t prod_interval(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t base)
+{
+    struct homa_peer *peer = rpc->peer;
+    if (peer->wanted_tick != eng->ticks) {
+        peer->wanted_prev = peer->wanted_tick + 1 == eng->ticks ? peer->wanted : 0;
+        peer->wanted = 0;
+        peer->wanted_tick = eng->ticks;
+    }
+    peer->wanted++;
+    uint32_t n = peer->wanted_prev > peer->wanted ? peer->wanted_prev : peer->wanted;
     if (n <= HOMA_PRODS_PER_PEER) return base;
     return base * ((n + HOMA_PRODS_PER_PEER - 1) / HOMA_PRODS_PER_PEER);
 }
 
-/* Takes one prod from the peer's budget for this tick; false if spent. */
-static bool prod_allowed(struct homa_engine *eng, struct homa_peer *peer)
+/* Takes one from a per-peer budget for this tick; false if spent. */
+static bool take_budget(struct homa_engine *eng, struct homa_peer *peer, bool resend)
 {
-    if (peer->prod_tick != eng->ticks) {
-        peer->prod_tick = eng->ticks;
-        peer->prods_left = HOMA_PRODS_PER_PEER;
-    }
-    if (peer->prods_left == 0) {
+    budget_refresh(eng, peer);
+    uint32_t *left = resend ? &peer->resends_left : &peer->prods_left;
+    if (*left == 0) {
         eng->ctr.prods_deferred++;
         return false;
     }
-    peer->prods_left--;
+    (*left)--;
     return true;
-}
-
-/* Records a prod of rpc (counting the ones since it was last heard from). */
-static void note_prod(struct homa_rpc *rpc, uint64_t now)
-{
-    if (rpc->prod_base != rpc->last_heard) {
-        rpc->prod_base = rpc->last_heard;
-        rpc->prods = 0;
-    }
-    rpc->prods++;
-    rpc->last_prodded = now;
 }
 
 /* BUSY from the receiving side: we are alive, the pause is ours. */
@@ -641,7 +741,8 @@ static void send_receiver_busy(struct homa_engine *eng, struct homa_rpc *rpc, ui
     rpc->last_told = now;
 }
 
-/* Per-RPC timer work; returns true if the peer must be declared dead. */
+/* Per-RPC timer work; returns true if the RPC must fail (client) or be
+ * given up (server). */
 static bool check_rpc(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t now)
 {
     const homa_config *c = &eng->cfg;
@@ -649,13 +750,15 @@ static bool check_rpc(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t no
     uint64_t since_prod = now - rpc->last_prodded;
     uint64_t resend_after = (uint64_t)c->resend_ticks * c->tick_ns;
     uint64_t resend_base = (uint64_t)c->resend_interval * c->tick_ns;
-    uint64_t resend_every = prod_interval(rpc, resend_base);
-    /* Dead: silent for a timeout, and either its peer was silent about
-     * everything too, or two prods of this RPC went unanswered. */
+    /* Dead: silent for a timeout, and so is the peer's port this RPC talks
+     * to (every RPC with it: the process behind it is gone or cut off), or
+     * the peer keeps answering RPC_UNKNOWN to our restarted request.  The
+     * silence of one RPC alone proves nothing while its peer answers for
+     * others: its prods and their answers may have been lost, or stretched
+     * out behind a long backlog. */
     uint64_t timeout = (uint64_t)c->timeout_ticks * c->tick_ns;
-    bool ignored = rpc->prod_base == rpc->last_heard && rpc->prods >= 2 &&
-                   since_prod >= resend_base;
-    bool dead = silent >= timeout && (now - rpc->peer->last_heard >= timeout || ignored);
+    bool port_silent = now - homa_peer_port_heard(rpc->peer, rpc->peer_port) >= timeout;
+    bool dead = (silent >= timeout && port_silent) || rpc->unknowns >= HOMA_UNKNOWNS_FATAL;
     struct homa_msgin *m = &rpc->in;
 
     switch (rpc->state) {
@@ -667,11 +770,12 @@ static bool check_rpc(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t no
     case RPC_SERVER_OUTGOING:
         if (dead) return true;
         if (homa_out_done(&rpc->out)) {
-            uint64_t every = prod_interval(rpc, (uint64_t)c->need_ack_ticks * c->tick_ns);
-            if (since_prod >= every && prod_allowed(eng, rpc->peer)) {
+            /* Also tells a client that lost part of the response to ask. */
+            uint64_t every = prod_interval(eng, rpc, (uint64_t)c->need_ack_ticks * c->tick_ns);
+            if (since_prod >= every && take_budget(eng, rpc->peer, false)) {
                 send_simple(eng, HOMA_PKT_NEED_ACK, rpc->id, &rpc->peer->addr, rpc->port->num,
                             rpc->peer_port);
-                note_prod(rpc, now);
+                rpc->last_prodded = now;
             }
         }
         return false;
@@ -691,19 +795,23 @@ static bool check_rpc(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t no
     if (holding) {
         /* We are the ones not granting: not silence.  Keep the sender alive. */
         rpc->last_heard = now;
-        if (since_prod >= resend_every && prod_allowed(eng, rpc->peer)) {
+        if (since_prod >= prod_interval(eng, rpc, resend_base) &&
+            take_budget(eng, rpc->peer, false)) {
             send_receiver_busy(eng, rpc, now);
             rpc->last_prodded = now; /* no answer expected */
         }
         return false;
     }
     if (dead) return true;
+    if (m->active && now - rpc->in_progress >= timeout && rpc->asks >= HOMA_ASKS_FATAL)
+        return true; /* asked again and again, nothing new came */
     /* Data still arrives but we grant nothing more: what we granted earlier
      * trickles in, queued in the network behind higher priorities.  The
      * sender has sent all of it and hears nothing from us, so tell it we
      * are alive before it times us out. */
-    if (m->active && silent < resend_after && now - rpc->last_told >= resend_every &&
-        prod_allowed(eng, rpc->peer))
+    if (m->active && silent < resend_after &&
+        now - rpc->last_told >= prod_interval(eng, rpc, resend_base) &&
+        take_budget(eng, rpc->peer, false))
         send_receiver_busy(eng, rpc, now);
     /* Holes that persist while other data keeps flowing are asked for
      * without waiting for silence: a long message would otherwise stall
@@ -713,22 +821,32 @@ static bool check_rpc(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t no
     if (silent < resend_after) return false;
     if (m->active && (m->num_gaps > 0 || m->recv_end < m->granted)) {
         /* Data we granted is missing: loss recovery, not a liveness prod. */
-        if (since_prod < (uint64_t)c->resend_interval * c->tick_ns) return false;
+        if (since_prod < resend_base) return false;
         request_missing(eng, rpc, now, true);
-        note_prod(rpc, now);
+        rpc->last_prodded = now;
     } else if (!m->active && !(rpc->id & 1)) {
-        if (since_prod < resend_every || !prod_allowed(eng, rpc->peer)) return false;
-        /* No response yet: ask for its start.  The server retransmits, says
-         * BUSY, or says RPC_UNKNOWN (then we restart the request). */
-        send_resend(eng, rpc, 0, c->unsched_bytes ? c->unsched_bytes : c->max_payload,
-                    (uint8_t)(c->num_priorities - 1));
-        note_prod(rpc, now);
+        /* No response yet.  Unconfirmed, the request itself may be lost:
+         * recovery at the plain interval.  Confirmed (the server said BUSY
+         * or asked for data), the server is working on it: a liveness prod;
+         * a lost response is also asked for when the server's NEED_ACK
+         * arrives. */
+        bool recovery = !rpc->confirmed;
+        uint64_t every = prod_interval(eng, rpc, resend_base);
+        if (recovery) {
+            uint64_t backoff = resend_base << (rpc->probes < 5 ? rpc->probes : 5);
+            if (backoff < every) every = backoff;
+        }
+        if (since_prod < every || !take_budget(eng, rpc->peer, recovery)) return false;
+        resend_response_start(eng, rpc);
+        rpc->last_prodded = now;
+        if (recovery && rpc->probes < UINT8_MAX) rpc->probes++;
     }
     return false;
 }
 
 void homa_timer_run(struct homa_engine *eng, uint64_t now, uint64_t late)
 {
+    if (late) homa_peers_forgive(eng, now, late);
     struct hlist *n = eng->rpcs.next;
     while (n != &eng->rpcs) {
         struct homa_rpc *r = HOMA_CONTAINER(n, struct homa_rpc, all_node);
@@ -736,12 +854,15 @@ void homa_timer_run(struct homa_engine *eng, uint64_t now, uint64_t late)
         if (late) r->last_heard = now - r->last_heard > late ? r->last_heard + late : now;
         if (!check_rpc(eng, r, now)) continue;
         if (r->state == RPC_CLIENT_ACTIVE) {
-            /* Restart the walk after a peer failure: it may free many RPCs. */
-            peer_failed(eng, r->peer);
-            n = eng->rpcs.next;
+            eng->ctr.client_timeouts++;
+            if (r->unknowns < HOMA_UNKNOWNS_FATAL) eng->ctr.peer_failures++;
+            homa_rpc_fail(eng, r, HOMA_ERR_TIMEOUT);
         } else {
+            /* Its client is gone.  homa_rpc_free leaves a tombstone if the
+             * request reached the application, so a client that comes back
+             * with the same id cannot have it served twice. */
             eng->ctr.server_timeouts++;
-            homa_rpc_abandon(eng, r);
+            homa_rpc_free(eng, r);
         }
     }
     homa_grant_check(eng);

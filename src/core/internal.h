@@ -141,12 +141,27 @@ struct homa_rpc {
     int error;
     uint64_t cookie;
     uint64_t birth;
-    uint64_t last_heard;  /* last packet from the peer that showed progress/liveness */
+    uint64_t last_heard;   /* last packet from the peer that showed progress/liveness */
     uint64_t last_prodded; /* last RESEND/BUSY/NEED_ACK we sent */
     uint64_t last_told;    /* last GRANT/RESEND/BUSY we sent as its receiver */
     uint64_t grant_ctl;    /* 1 + control-queue sequence number of our queued GRANT, 0 = none */
-    uint64_t prod_base;    /* last_heard when `prods` started counting */
-    uint32_t prods;        /* prods sent since last_heard == prod_base (unanswered) */
+    /* Client RPC: the server has said something about this request since it
+     * was (re)started (BUSY, GRANT, RESEND, DATA, NEED_ACK), so it has it;
+     * until then a RESEND is loss recovery, not a liveness prod. */
+    bool confirmed;
+    /* RPC_UNKNOWN answers since the RPC was last heard from: a live server
+     * that keeps forgetting the request (refusal, restart loop) fails it. */
+    uint8_t unknowns;
+    /* Unanswered RESENDs for an unconfirmed request: each doubles the wait
+     * before the next (a server too busy to answer is not flooded). */
+    uint8_t probes;
+    /* Receiving side: when rpc->in last got new bytes (or its sender said
+     * BUSY), and the RESEND rounds since.  A message that gets nothing for
+     * a timeout although we asked HOMA_ASKS_FATAL times is given up even
+     * while its sender answers for others (e.g. a packet that never gets
+     * through). */
+    uint64_t in_progress;
+    uint8_t asks;
     struct homa_msgout out;
     struct homa_msgin in;
     struct hlist all_node;   /* eng->rpcs */
@@ -165,6 +180,15 @@ struct homa_pending_ack {
     uint16_t client_port;
 };
 
+/* Liveness of one remote Homa port of a peer.  A host's Homa ports belong
+ * to different processes (each with its own engine), so a dead process on
+ * a live host is only seen as silence of its own ports. */
+struct homa_peer_port {
+    uint16_t port;
+    uint64_t last_heard;
+};
+#define HOMA_PEER_MAX_PORTS 256
+
 struct homa_peer {
     homa_addr addr;
     struct homa_peer *hnext;
@@ -174,9 +198,17 @@ struct homa_peer {
     uint64_t cutoffs_sent_at;
     uint32_t num_rpcs;
     uint64_t idle_since;
-    uint64_t last_heard; /* last packet from it that found one of our RPCs */
-    uint64_t prod_tick;  /* timer tick of prods_left */
-    uint32_t prods_left; /* liveness prods it may still be sent this tick */
+    uint64_t last_heard;          /* last packet from it that found one of our RPCs */
+    struct homa_peer_port *ports; /* liveness per remote port, unordered */
+    uint32_t num_ports, cap_ports;
+    uint64_t prod_tick;    /* timer tick of prods_left and resends_left */
+    uint32_t prods_left;   /* liveness prods it may still be sent this tick */
+    uint32_t resends_left; /* RESENDs for unconfirmed requests left this tick */
+    /* RPCs with it that wanted a liveness prod in the timer run of tick
+     * `wanted_tick` (wanted) and in the run before (wanted_prev): prod
+     * intervals grow with these, not with RPCs that need no prod. */
+    uint64_t wanted_tick;
+    uint32_t wanted, wanted_prev;
     uint32_t num_acks;
     struct homa_pending_ack acks[HOMA_PEER_MAX_ACKS];
 };
@@ -211,7 +243,7 @@ struct homa_tomb {
 
 /* ---- the engine ---- */
 #define HOMA_BUFCACHE_SLOTS 8
-#define HOMA_BUFCACHE_MIN (64u * 1024)        /* smaller buffers: malloc does well */
+#define HOMA_BUFCACHE_MIN (64u * 1024)          /* smaller buffers: malloc does well */
 #define HOMA_BUFCACHE_BYTES (16u * 1024 * 1024) /* bound on the cached bytes */
 #define HOMA_CUTOFF_BUCKETS 240
 
@@ -230,7 +262,7 @@ struct homa_engine {
     uint64_t next_client_id;
     uint64_t next_tick;
     uint64_t ticks; /* timer runs so far */
-    uint64_t now; /* latest time seen */
+    uint64_t now;   /* latest time seen */
 
     /* hash tables */
     struct homa_rpc **client_tab;
@@ -299,6 +331,14 @@ struct homa_rpc *homa_find_client(struct homa_engine *eng, uint64_t id);
 struct homa_rpc *homa_find_server(struct homa_engine *eng, uint64_t id, const homa_addr *addr,
                                   uint16_t peer_port);
 struct homa_peer *homa_peer_get(struct homa_engine *eng, const homa_addr *addr, bool create);
+/* A packet from remote port `port` of peer found one of our RPCs. */
+void homa_peer_heard(struct homa_peer *peer, uint16_t port, uint64_t now);
+/* When remote port `port` of peer was last heard from; 0 if never (or
+ * forgotten, beyond HOMA_PEER_MAX_PORTS ports). */
+uint64_t homa_peer_port_heard(const struct homa_peer *peer, uint16_t port);
+/* The timer ran `late` ns late (a local stall): moves every peer's and
+ * port's last-heard time that much later (at most to now), as for RPCs. */
+void homa_peers_forgive(struct homa_engine *eng, uint64_t now, uint64_t late);
 struct homa_port *homa_port_find(struct homa_engine *eng, uint16_t num);
 void homa_rpc_free(struct homa_engine *eng, struct homa_rpc *rpc);
 /* homa_rpc_free for a server RPC given up on (timeout): no tombstone, so a

@@ -24,9 +24,9 @@ typedef struct homa_pcap homa_pcap;
 
 /* A packet received by a driver. */
 typedef struct homa_io_rx {
-    homa_addr src;       /* sender address (IPv6 or IPv4-mapped) */
-    uint16_t sport;      /* sender UDP port */
-    uint8_t tos;         /* IP TOS / traffic class it arrived with */
+    homa_addr src;  /* sender address (IPv6 or IPv4-mapped) */
+    uint16_t sport; /* sender UDP port */
+    uint8_t tos;    /* IP TOS / traffic class it arrived with */
     /* 1: a DATA packet whose payload went where place() said; data holds
      * only its header (HOMA_IO_PLACED_HDR bytes) and len is the length read
      * (0 if the read failed).  The caller must finish the placement. */
@@ -114,14 +114,29 @@ enum homa_fault_action {
 typedef struct homa_fault_state {
     homa_faults cfg;
     uint64_t rng;
-    int active; /* 0: decide() always passes (fast path) */
+    int active;      /* 0: decide() always passes (fast path) */
+    int bad;         /* Gilbert-Elliott chain in its bad (losing) state */
+    double p_bad;    /* good -> bad per eligible packet */
+    double p_good;   /* bad -> good per eligible packet: 1 / burst */
+    uint64_t origin; /* blackout windows count from here (ns, caller's clock) */
+    /* Drops by cause (for tests; the driver counts them all in fault_drops). */
+    uint64_t drops_blackout, drops_class, drops_random;
 } homa_fault_state;
 
 /* Prepares the injector for one direction (HOMA_FAULT_TX or _RX); salt
- * separates the random streams of different sockets and directions. */
-void homa_fault_init(homa_fault_state *st, const homa_faults *f, unsigned dir, uint64_t salt);
-/* Decides the fate of one packet. */
-int homa_fault_decide(homa_fault_state *st);
+ * separates the random streams of different sockets and directions;
+ * origin_ns is "the socket opened" on the clock later passed to decide(). */
+void homa_fault_init(homa_fault_state *st, const homa_faults *f, unsigned dir, uint64_t salt,
+                     uint64_t origin_ns);
+/* Decides the fate of one packet (its Homa bytes, for per-type loss) at
+ * time now (ns).  For HOMA_FAULT_DELAY and _REORDER, *hold_ns gets how long
+ * to hold it (delay_us +- jitter_us) and *wait how many later packets a
+ * reordered one waits for. */
+int homa_fault_decide(homa_fault_state *st, uint64_t now, const uint8_t *pkt, size_t len,
+                      uint64_t *hold_ns, uint32_t *wait);
+/* The Gilbert-Elliott transition probabilities for a long-run loss rate
+ * drop and mean burst length burst; -1 if no chain has them. */
+int homa_fault_ge_params(double drop, double burst, double *p_bad, double *p_good);
 
 /* --- packet capture (pcap.c) --- */
 

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/wire.h"
@@ -57,7 +58,8 @@ _Static_assert(HOMA_IO_PLACED_HDR == HOMA_DATA_HDR_LEN, "placed packets carry th
 struct held {
     struct held *next;
     uint64_t due;
-    int reorder; /* released right after the next packet that passes */
+    int reorder;   /* released after `wait` more packets have passed */
+    uint32_t wait; /* reorder: packets still to pass before this one */
     homa_addr addr;
     uint16_t port;
     uint8_t tos;
@@ -119,12 +121,12 @@ struct homa_io_sock {
     int rx_out_pos;
     struct held *rx_held;
     int rx_held_n;
-    struct held *rx_done; /* released copies, freed at the next refill */
-    uint64_t rx_due;      /* earliest due time in rx_held (atomic) */
+    struct held *rx_done;   /* released copies, freed at the next refill */
+    uint64_t rx_due;        /* earliest due time in rx_held (atomic) */
     homa_io_place_fn place; /* direct receive; NULL = off */
     void *place_ctx;
-    int direct;      /* peek at each datagram first (large DATA seen lately) */
-    int direct_idle; /* datagrams in a row not placed while direct */
+    int direct;                        /* peek at each datagram first (large DATA seen lately) */
+    int direct_idle;                   /* datagrams in a row not placed while direct */
     uint8_t rx_hdr[HOMA_DATA_HDR_LEN]; /* header of the placed packet */
 };
 
@@ -249,8 +251,13 @@ static int udp_open(const homa_endpoint *local, const homa_io_opts *opts, homa_i
     }
     const homa_faults *f = opts ? opts->faults : NULL;
     uint64_t salt = opts ? opts->fault_salt : 0;
-    homa_fault_init(&s->txf, f, HOMA_FAULT_TX, salt);
-    homa_fault_init(&s->rxf, f, HOMA_FAULT_RX, salt);
+    /* The runtime's clock is CLOCK_MONOTONIC too: blackout windows count
+     * from the moment the socket opened. */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t opened = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    homa_fault_init(&s->txf, f, HOMA_FAULT_TX, salt, opened);
+    homa_fault_init(&s->rxf, f, HOMA_FAULT_RX, salt, opened);
     /* Fault injection on receive holds and duplicates packets in driver
      * memory, which a payload already in the message cannot take part in. */
     if (opts && opts->place && !s->rxf.active) {
@@ -480,6 +487,17 @@ static void tx_emit(homa_io_sock *s, const homa_addr *addr, uint16_t port, uint8
     m->bytes += len;
 }
 
+/* Held packets leave oldest first when released together, so a reordered
+ * packet is overtaken only by the packets that passed, not by younger
+ * held ones. */
+static void hold_append(struct held **list, struct held *h)
+{
+    while (*list != NULL)
+        list = &(*list)->next;
+    h->next = NULL;
+    *list = h;
+}
+
 static void tx_emit_held(homa_io_sock *s, struct held *h)
 {
     /* The copy must outlive the batch that references it, so make room
@@ -497,7 +515,7 @@ static void tx_release(homa_io_sock *s, uint64_t now, int after_pass)
     struct held **pp = &s->tx_held;
     while (*pp != NULL) {
         struct held *h = *pp;
-        if ((after_pass && h->reorder) || h->due <= now) {
+        if ((after_pass && h->reorder && --h->wait == 0) || h->due <= now) {
             *pp = h->next;
             s->tx_held_n--;
             tx_emit_held(s, h);
@@ -513,7 +531,25 @@ static int udp_send(homa_io_sock *s, uint64_t now, const homa_pkt_out *pkts, int
     for (int i = 0; i < n; i++) {
         const homa_pkt_out *p = &pkts[i];
         uint8_t tos = (uint8_t)((p->priority & 7) << 5);
-        int act = homa_fault_decide(&s->txf);
+        uint64_t hold = 0;
+        uint32_t wait = 1;
+        int act = HOMA_FAULT_PASS;
+        if (s->txf.active) {
+            /* The classifier wants the header and the packet length in one
+             * buffer; engine DATA headers are whole, but never assume. */
+            uint8_t hb[HOMA_DATA_HDR_LEN];
+            const uint8_t *hp = p->hdr;
+            size_t total = (size_t)p->hdr_len + p->payload_len;
+            if (p->hdr_len < sizeof(hb) && p->payload_len > 0) {
+                size_t more = sizeof(hb) - p->hdr_len;
+                if (more > p->payload_len) more = p->payload_len;
+                memcpy(hb, p->hdr, p->hdr_len);
+                memcpy(hb + p->hdr_len, p->payload, more);
+                hp = hb;
+                total = p->hdr_len + more;
+            }
+            act = homa_fault_decide(&s->txf, now, hp, total, &hold, &wait);
+        }
         if (act == HOMA_FAULT_DROP) {
             CTR_ADD(s, fault_drops, 1);
             continue;
@@ -523,11 +559,11 @@ static int udp_send(homa_io_sock *s, uint64_t now, const homa_pkt_out *pkts, int
                 hold_copy(&p->dst, p->dport, tos, p->hdr, p->hdr_len, p->payload, p->payload_len);
             if (h != NULL) {
                 h->reorder = act == HOMA_FAULT_REORDER;
-                /* A reordered packet that no later packet overtakes still
-                 * leaves after delay_us. */
-                h->due = now + (uint64_t)s->txf.cfg.delay_us * 1000u;
-                h->next = s->tx_held;
-                s->tx_held = h;
+                h->wait = wait;
+                /* A reordered packet that not enough later packets
+                 * overtake still leaves after delay_us. */
+                h->due = now + hold;
+                hold_append(&s->tx_held, h);
                 s->tx_held_n++;
                 CTR_ADD(s, fault_delays, act == HOMA_FAULT_DELAY);
                 CTR_ADD(s, fault_reorders, act == HOMA_FAULT_REORDER);
@@ -599,7 +635,7 @@ static void rx_release(homa_io_sock *s, uint64_t now, int after_pass)
     struct held **pp = &s->rx_held;
     while (*pp != NULL) {
         struct held *h = *pp;
-        if ((after_pass && h->reorder) || h->due <= now) {
+        if ((after_pass && h->reorder && --h->wait == 0) || h->due <= now) {
             *pp = h->next;
             s->rx_held_n--;
             rx_push_held(s, h);
@@ -623,7 +659,9 @@ static void rx_segment(homa_io_sock *s, uint64_t now, const homa_addr *src, uint
         CTR_ADD(s, garbage_in, 1);
         return;
     }
-    int act = homa_fault_decide(&s->rxf);
+    uint64_t hold = 0;
+    uint32_t wait = 1;
+    int act = homa_fault_decide(&s->rxf, now, d, len, &hold, &wait);
     if (act == HOMA_FAULT_DROP) {
         CTR_ADD(s, fault_drops, 1);
         return;
@@ -632,9 +670,9 @@ static void rx_segment(homa_io_sock *s, uint64_t now, const homa_addr *src, uint
         struct held *h = hold_copy(src, sport, tos, d, len, NULL, 0);
         if (h != NULL) {
             h->reorder = act == HOMA_FAULT_REORDER;
-            h->due = now + (uint64_t)s->rxf.cfg.delay_us * 1000u;
-            h->next = s->rx_held;
-            s->rx_held = h;
+            h->wait = wait;
+            h->due = now + hold;
+            hold_append(&s->rx_held, h);
             s->rx_held_n++;
             CTR_ADD(s, fault_delays, act == HOMA_FAULT_DELAY);
             CTR_ADD(s, fault_reorders, act == HOMA_FAULT_REORDER);
@@ -746,7 +784,7 @@ static void rx_direct(homa_io_sock *s, uint64_t now)
         CTR_ADD(s, recv_syscalls, 1);
         CTR_ADD(s, rx_peeks, 1);
         ssize_t r = recvmsg(s->fd, mh, MSG_PEEK | MSG_TRUNC | MSG_DONTWAIT);
-        if (r < 0) return; /* nothing there (or an error the next read reports) */
+        if (r < 0) return;          /* nothing there (or an error the next read reports) */
         uint32_t len = (uint32_t)r; /* MSG_TRUNC: the whole datagram's length */
         int gro;
         uint8_t tos;

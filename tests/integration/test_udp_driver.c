@@ -110,6 +110,8 @@ struct seen {
     uint32_t len_expect[4096];
     uint32_t last_seq;
     int inversions;
+    uint16_t order[8192]; /* sequence numbers in arrival order */
+    int n_order;
 };
 
 static void note(const homa_io_rx *r, void *arg)
@@ -124,6 +126,7 @@ static void note(const homa_io_rx *r, void *arg)
     if (seq < sn->last_seq) sn->inversions++;
     sn->last_seq = seq;
     sn->hit[seq]++;
+    if (sn->n_order < 8192) sn->order[sn->n_order++] = (uint16_t)seq;
 }
 
 static void batch_roundtrip(const char *host, unsigned flags, int n, int equal_sizes)
@@ -395,23 +398,25 @@ static void test_control_packets_and_garbage(void **state)
 
 /* Sends n packets through a socket with tx faults; returns how many the
  * receiver got (after waiting for delayed ones). */
+static struct seen faulty_seen;
+
 static int faulty_run(const homa_faults *f, int n, homa_driver_counters *ctr_tx, int *inversions)
 {
     homa_io_opts topts = {.flags = HOMA_IO_NO_GSO, .faults = f};
     homa_io_sock *a = open_sock("127.0.0.1", &topts), *b = open_sock("127.0.0.1", NULL);
     static homa_pkt_out pkts[4096];
     static uint8_t bufs[4096][64];
-    static struct seen sn;
-    memset(&sn, 0, sizeof(sn));
+    struct seen *snp = &faulty_seen;
+    memset(snp, 0, sizeof(*snp));
     for (int i = 0; i < n; i++) {
         make_data(&pkts[i], a, b, (uint32_t)i, 0, bufs[i], 64);
-        sn.len_expect[i] = 64;
+        snp->len_expect[i] = 64;
     }
     int got = 0;
     for (int i = 0; i < n; i += 64) {
         int k = n - i < 64 ? n - i : 64;
         io->send(a, now_ns(), &pkts[i], k);
-        got += recv_until(b, 1 << 30, 0, note, &sn);
+        got += recv_until(b, 1 << 30, 0, note, snp);
     }
     /* Let delayed packets go: flush until nothing is held. */
     uint64_t end = now_ns() + 2000000000ull;
@@ -419,11 +424,11 @@ static int faulty_run(const homa_faults *f, int n, homa_driver_counters *ctr_tx,
         io->flush(a, now_ns());
         usleep(100);
     }
-    got += recv_until(b, 1 << 30, 100, note, &sn);
-    assert_int_equal(sn.bad, 0);
+    got += recv_until(b, 1 << 30, 100, note, snp);
+    assert_int_equal(snp->bad, 0);
     memset(ctr_tx, 0, sizeof(*ctr_tx));
     io->counters(a, ctr_tx);
-    if (inversions) *inversions = sn.inversions;
+    if (inversions) *inversions = snp->inversions;
     io->close(a);
     io->close(b);
     return got;
@@ -502,6 +507,69 @@ static void test_fault_rx_side(void **state)
     assert_int_equal(c.datagrams_in, 1000);
     assert_in_range(c.fault_drops, 250 - 70, 250 + 70);
     assert_int_equal((uint64_t)got + c.fault_drops, 1000);
+    io->close(a);
+    io->close(b);
+}
+
+/* reorder_depth=N: a reordered packet is overtaken by exactly N later
+ * packets (unless it leaves by its delay_us fallback at the end). */
+static void test_fault_reorder_depth(void **state)
+{
+    (void)state;
+    homa_faults f;
+    assert_int_equal(
+        homa_faults_parse("reorder=0.02,reorder_depth=5,delay_us=200000,seed=13", &f, NULL, 0), 0);
+    homa_driver_counters c;
+    int n = 3000;
+    int got = faulty_run(&f, n, &c, NULL);
+    assert_int_equal(got, n);
+    const struct seen *sn = &faulty_seen;
+    assert_int_equal(sn->n_order, n);
+    int exact = 0, late = 0;
+    for (int pos = 0; pos < n; pos++) {
+        int seq = sn->order[pos], overtakers = 0;
+        for (int q = 0; q < pos; q++)
+            overtakers += sn->order[q] > seq;
+        if (overtakers == 0) continue;
+        late++;
+        exact += overtakers == 5;
+        assert_true(overtakers <= 5);
+    }
+    print_message("reorder_depth=5: %lu reordered, %d late, %d overtaken by exactly 5\n",
+                  (unsigned long)c.fault_reorders, late, exact);
+    /* Only one held at the very end may leave by time, not overtaken. */
+    assert_true(late <= (int)c.fault_reorders && late >= (int)c.fault_reorders - 2);
+    assert_true(exact >= late - 2 && exact > 30);
+}
+
+/* Blackout windows count from the moment the socket opened, on the
+ * driver's own clock. */
+static void test_fault_blackout_window(void **state)
+{
+    (void)state;
+    homa_faults f;
+    assert_int_equal(homa_faults_parse("blackout_ms=150,dir=tx", &f, NULL, 0), 0);
+    homa_io_opts topts = {.flags = HOMA_IO_NO_GSO, .faults = &f};
+    homa_io_sock *a = open_sock("127.0.0.1", &topts), *b = open_sock("127.0.0.1", NULL);
+    static homa_pkt_out pkts[20];
+    static uint8_t bufs[20][32];
+    static struct seen sn;
+    memset(&sn, 0, sizeof(sn));
+    for (int i = 0; i < 20; i++) {
+        make_data(&pkts[i], a, b, (uint32_t)i, 0, bufs[i], 32);
+        sn.len_expect[i] = 32;
+    }
+    io->send(a, now_ns(), pkts, 10); /* inside the window */
+    int got = recv_until(b, 1 << 30, 50, note, &sn);
+    assert_int_equal(got, 0);
+    usleep(200000);
+    io->send(a, now_ns(), pkts + 10, 10); /* after it */
+    got = recv_until(b, 10, 2000, note, &sn);
+    assert_int_equal(got, 10);
+    homa_driver_counters c;
+    memset(&c, 0, sizeof(c));
+    io->counters(a, &c);
+    assert_int_equal(c.fault_drops, 10);
     io->close(a);
     io->close(b);
 }
@@ -700,6 +768,8 @@ int main(void)
         cmocka_unit_test(test_fault_dup_rate),
         cmocka_unit_test(test_fault_reorder_and_delay),
         cmocka_unit_test(test_fault_rx_side),
+        cmocka_unit_test(test_fault_reorder_depth),
+        cmocka_unit_test(test_fault_blackout_window),
         cmocka_unit_test(test_faults_parse),
         cmocka_unit_test(test_pcap),
         cmocka_unit_test(test_endpoints),

@@ -19,7 +19,8 @@
 
 static void fill(uint8_t *b, size_t n, unsigned seed)
 {
-    for (size_t i = 0; i < n; i++) b[i] = (uint8_t)(i * 7 + seed + (i >> 8));
+    for (size_t i = 0; i < n; i++)
+        b[i] = (uint8_t)(i * 7 + seed + (i >> 8));
 }
 
 static void setup_pair(struct pair *p, const homa_config *cfg)
@@ -35,9 +36,8 @@ static void echo_rpc(struct pair *p, size_t len)
     uint8_t *req = malloc(len ? len : 1);
     fill(req, len, (unsigned)len);
     uint64_t id = 0;
-    assert_int_equal(homa_engine_send_request(p->e[0], p->now, CPORT, &p->addr[1], SPORT, req,
-                                              len, 42, &id),
-                     0);
+    assert_int_equal(
+        homa_engine_send_request(p->e[0], p->now, CPORT, &p->addr[1], SPORT, req, len, 42, &id), 0);
     assert_true(id != 0 && (id & 1) == 0);
     pair_settle(p);
     homa_msg m;
@@ -93,7 +93,8 @@ static void homa_counter_name__all_named(void **state)
         assert_non_null(homa_counter_desc(i));
     }
     assert_null(homa_counter_name(n));
-    for (int r = 0; r < HOMA_DROP__COUNT; r++) assert_non_null(homa_drop_reason_name(r));
+    for (int r = 0; r < HOMA_DROP__COUNT; r++)
+        assert_non_null(homa_drop_reason_name(r));
 }
 
 static void homa_engine_port_open__errors(void **state)
@@ -186,10 +187,12 @@ static void homa_buf_get__reuses_close_fit(void **state)
     homa_buf_put(e, malloc(1000), 1000);
     assert_int_equal(e->bufcache_n, 1);
     /* bounded in slots and bytes; the oldest go first */
-    for (int i = 0; i < 3 * HOMA_BUFCACHE_SLOTS; i++) homa_buf_put(e, malloc(3 * mb), 3 * mb);
+    for (int i = 0; i < 3 * HOMA_BUFCACHE_SLOTS; i++)
+        homa_buf_put(e, malloc(3 * mb), 3 * mb);
     assert_true(e->bufcache_n <= HOMA_BUFCACHE_SLOTS);
     assert_true(e->bufcache_bytes <= HOMA_BUFCACHE_BYTES);
-    for (uint32_t i = 0; i < e->bufcache_n; i++) assert_int_equal(e->bufcache[i].cap, 3 * mb);
+    for (uint32_t i = 0; i < e->bufcache_n; i++)
+        assert_int_equal(e->bufcache[i].cap, 3 * mb);
     homa_engine_destroy(e); /* frees what is cached (ASan checks) */
 }
 
@@ -202,7 +205,8 @@ static void homa_engine_send_request__large_buffers_recycled(void **state)
     homa_config c;
     homa_config_default(&c);
     setup_pair(&p, &c);
-    for (int i = 0; i < 4; i++) echo_rpc(&p, 500000);
+    for (int i = 0; i < 4; i++)
+        echo_rpc(&p, 500000);
     assert_true(p.e[0]->bufcache_n >= 1 && p.e[1]->bufcache_n >= 1);
     assert_true(p.e[0]->bufcache_bytes <= HOMA_BUFCACHE_BYTES);
     pair_destroy(&p);
@@ -258,7 +262,8 @@ static void homa_engine_send_request__sizes(void **state)
     struct pair p;
     setup_pair(&p, NULL);
     size_t sizes[] = {0, 1, 1399, 1400, 1401, 40000, 40001, 100000, 1000000};
-    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) echo_rpc(&p, sizes[i]);
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+        echo_rpc(&p, sizes[i]);
     homa_counters c;
     homa_engine_counters(p.e[0], &c);
     assert_int_equal(c.client_completed, 9);
@@ -324,7 +329,8 @@ static void lossy_request(struct pair *p, int (*filter)(void *, int, const struc
     pair_settle(p);
     homa_msg m;
     assert_int_equal(homa_engine_recv(p->e[1], SPORT, HOMA_RECV_ANY, 0, &m), HOMA_ERR_AGAIN);
-    for (int i = 0; i < 6; i++) pair_advance(p, MS);
+    for (int i = 0; i < 6; i++)
+        pair_advance(p, MS);
     assert_int_equal(homa_engine_recv(p->e[1], SPORT, HOMA_RECV_ANY, 0, &m), 0);
     assert_memory_equal(m.data, req, sizeof(req));
     homa_engine_release(p->e[1], &m);
@@ -476,7 +482,8 @@ static void homa_engine_timer__prods_bounded_with_backlog(void **state)
                                                   sizeof(req), (uint64_t)i, &ids[i]),
                          0);
     pair_settle(&p);
-    for (int t = 0; t < 1000; t++) pair_advance(&p, MS);
+    for (int t = 0; t < 1000; t++)
+        pair_advance(&p, MS);
     homa_counters c0, c1;
     homa_engine_counters(p.e[0], &c0);
     homa_engine_counters(p.e[1], &c1);
@@ -505,7 +512,8 @@ static void homa_engine_timer__prods_bounded_with_backlog(void **state)
     assert_int_equal(done, N);
     /* the server's RPCs wait for acks: NEED_ACKs are bounded too, and
      * once acknowledged everything is freed */
-    for (int t = 0; t < 300; t++) pair_advance(&p, MS);
+    for (int t = 0; t < 300; t++)
+        pair_advance(&p, MS);
     homa_engine_counters(p.e[1], &c1);
     assert_int_equal(c1.rpcs_live, 0);
     assert_true(c1.need_ack_out <= 2000);
@@ -572,7 +580,8 @@ static void homa_engine_input__rpc_unknown_restarts_request(void **state)
     assert_int_equal(
         homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, "abc", 3, 0, &id), 0);
     pair_settle(&p);
-    for (int i = 0; i < 6; i++) pair_advance(&p, MS);
+    for (int i = 0; i < 6; i++)
+        pair_advance(&p, MS);
     homa_counters c;
     homa_engine_counters(p.e[0], &c);
     assert_int_equal(c.client_restarts, 1);
@@ -583,10 +592,11 @@ static void homa_engine_input__rpc_unknown_restarts_request(void **state)
     pair_destroy(&p);
 }
 
-/* A server that gives up on a silent client leaves no tombstone: if the
- * client was alive after all, its restarted request (same id) is served
- * again rather than dropped as completed until the client times out too. */
-static void homa_engine_timer__server_timeout_allows_restart(void **state)
+/* A server that gives up on a silent client after the request reached the
+ * application leaves a tombstone: if the client comes back and restarts
+ * the request (same id), it is dropped as completed, never served twice;
+ * the client then fails with a timeout instead. */
+static void homa_engine_timer__server_timeout_leaves_tombstone(void **state)
 {
     (void)state;
     struct pair p;
@@ -618,10 +628,11 @@ static void homa_engine_timer__server_timeout_allows_restart(void **state)
     assert_int_equal(c.rpcs_live, 0);
     /* the request's first packet again, as after a client restart */
     assert_true(cap.len > 0);
-    assert_int_equal(homa_engine_input(p.e[1], p.now, &p.addr[0], cap.data, cap.len), 0);
-    assert_int_equal(homa_engine_recv(p.e[1], SPORT, HOMA_RECV_REQUEST, 0, &m), 0);
-    assert_int_equal(m.id, id ^ 1);
-    homa_engine_release(p.e[1], &m);
+    homa_engine_input(p.e[1], p.now, &p.addr[0], cap.data, cap.len);
+    assert_int_equal(homa_engine_recv(p.e[1], SPORT, HOMA_RECV_REQUEST, 0, &m), HOMA_ERR_AGAIN);
+    homa_engine_counters(p.e[1], &c);
+    assert_int_equal(c.drop_completed, 1);
+    assert_int_equal(c.server_requests, 1);
     pair_destroy(&p);
 }
 
@@ -638,12 +649,11 @@ static void homa_engine_abort__frees_and_server_cleans_up(void **state)
     homa_msg m;
     assert_int_equal(homa_engine_recv(p.e[0], CPORT, HOMA_RECV_ANY, id, &m), HOMA_ERR_NOT_FOUND);
     assert_int_equal(homa_engine_recv(p.e[1], SPORT, HOMA_RECV_ANY, 0, &m), 0);
-    assert_int_equal(homa_engine_send_reply(p.e[1], p.now, SPORT, &m.peer, m.peer_port, m.id, "x",
-                                            1),
-                     0);
-    assert_int_equal(homa_engine_send_reply(p.e[1], p.now, SPORT, &m.peer, m.peer_port, m.id, "x",
-                                            1),
-                     HOMA_ERR_STATE);
+    assert_int_equal(
+        homa_engine_send_reply(p.e[1], p.now, SPORT, &m.peer, m.peer_port, m.id, "x", 1), 0);
+    assert_int_equal(
+        homa_engine_send_reply(p.e[1], p.now, SPORT, &m.peer, m.peer_port, m.id, "x", 1),
+        HOMA_ERR_STATE);
     homa_engine_release(p.e[1], &m);
     pair_settle(&p);
     pair_advance(&p, 3 * MS); /* NEED_ACK for an unknown id is acked anyway */
@@ -711,12 +721,10 @@ static void homa_engine_recv__flags_and_id(void **state)
     homa_msg a, b;
     assert_int_equal(homa_engine_recv(p.e[1], SPORT, HOMA_RECV_REQUEST, 0, &a), 0);
     assert_int_equal(homa_engine_recv(p.e[1], SPORT, HOMA_RECV_REQUEST, 0, &b), 0);
-    assert_int_equal(homa_engine_send_reply(p.e[1], p.now, SPORT, &a.peer, a.peer_port, a.id,
-                                            "A", 1),
-                     0);
-    assert_int_equal(homa_engine_send_reply(p.e[1], p.now, SPORT, &b.peer, b.peer_port, b.id,
-                                            "B", 1),
-                     0);
+    assert_int_equal(
+        homa_engine_send_reply(p.e[1], p.now, SPORT, &a.peer, a.peer_port, a.id, "A", 1), 0);
+    assert_int_equal(
+        homa_engine_send_reply(p.e[1], p.now, SPORT, &b.peer, b.peer_port, b.id, "B", 1), 0);
     homa_engine_release(p.e[1], &a);
     homa_engine_release(p.e[1], &b);
     pair_settle(&p);
@@ -738,9 +746,9 @@ static void homa_engine_port_close__messages_stay_valid_until_release(void **sta
     uint64_t id;
     uint8_t buf[3000];
     fill(buf, sizeof(buf), 9);
-    assert_int_equal(homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, buf,
-                                              sizeof(buf), 0, &id),
-                     0);
+    assert_int_equal(
+        homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, buf, sizeof(buf), 0, &id),
+        0);
     pair_settle(&p);
     homa_msg m;
     assert_int_equal(homa_engine_recv(p.e[1], SPORT, HOMA_RECV_ANY, 0, &m), 0);
@@ -762,9 +770,9 @@ static void homa_engine_msg_take__zero_copy_echo(void **state)
     memcpy(copy, req, len);
     uint64_t id;
     /* the engine adopts req: no copy, freed by the engine */
-    assert_int_equal(homa_engine_send_request_owned(p.e[0], p.now, CPORT, &p.addr[1], SPORT, req,
-                                                    len, 0, &id),
-                     0);
+    assert_int_equal(
+        homa_engine_send_request_owned(p.e[0], p.now, CPORT, &p.addr[1], SPORT, req, len, 0, &id),
+        0);
     pair_settle(&p);
     homa_msg m;
     assert_int_equal(homa_engine_recv(p.e[1], SPORT, HOMA_RECV_REQUEST, 0, &m), 0);
@@ -777,8 +785,8 @@ static void homa_engine_msg_take__zero_copy_echo(void **state)
     homa_engine_counters(p.e[1], &c);
     assert_int_equal(c.rx_bytes_in_use, 0);
     /* echo the very same buffer back */
-    assert_int_equal(homa_engine_send_reply_owned(p.e[1], p.now, SPORT, &m.peer, m.peer_port,
-                                                  m.id, buf, m.length),
+    assert_int_equal(homa_engine_send_reply_owned(p.e[1], p.now, SPORT, &m.peer, m.peer_port, m.id,
+                                                  buf, m.length),
                      0);
     homa_engine_release(p.e[1], &m);
     pair_settle(&p);
@@ -789,14 +797,13 @@ static void homa_engine_msg_take__zero_copy_echo(void **state)
     homa_engine_release(p.e[0], &r);
     /* a failed owned send leaves ownership with the caller */
     uint8_t *keep = malloc(10);
-    assert_int_equal(homa_engine_send_request_owned(p.e[0], p.now, 999, &p.addr[1], SPORT, keep,
-                                                    10, 0, &id),
-                     HOMA_ERR_NO_PORT);
+    assert_int_equal(
+        homa_engine_send_request_owned(p.e[0], p.now, 999, &p.addr[1], SPORT, keep, 10, 0, &id),
+        HOMA_ERR_NO_PORT);
     free(keep);
     free(copy);
     pair_destroy(&p);
 }
-
 
 /* ---------- direct receive (homa_engine_place_*) ---------- */
 
@@ -821,8 +828,8 @@ static size_t data_pkt(uint8_t *buf, uint64_t id, uint32_t msg_len, uint32_t off
 
 /* What a driver does: begin with the header, write the payload where told,
  * end.  Returns place_begin's result (and place_end's in *end_rc). */
-static int place(homa_engine *e, uint64_t now, const homa_addr *src, const uint8_t *pkt,
-                 size_t len, int *end_rc)
+static int place(homa_engine *e, uint64_t now, const homa_addr *src, const uint8_t *pkt, size_t len,
+                 int *end_rc)
 {
     uint8_t *dst = (uint8_t *)1;
     int rc = homa_engine_place_begin(e, now, src, pkt, HOMA_DATA_HDR_LEN, len, &dst);
@@ -906,9 +913,8 @@ static void homa_engine_place__loss_recovery_in_place(void **state)
     uint8_t *req = malloc(200000);
     fill(req, 200000, 9);
     uint64_t id;
-    assert_int_equal(homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, req,
-                                              200000, 0, &id),
-                     0);
+    assert_int_equal(
+        homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, req, 200000, 0, &id), 0);
     homa_msg m;
     int got = HOMA_ERR_AGAIN;
     for (int i = 0; i < 200 && got != 0; i++) {
@@ -961,9 +967,9 @@ static void homa_engine_place__refuses_bad_and_received_ranges(void **state)
     size_t len = data_pkt(pk, id, 3000, 0, pl, 1000);
     assert_int_equal(homa_engine_place_begin(e, p.now, src, pk, 20, len, &dst), HOMA_ERR_AGAIN);
     assert_int_equal(homa_engine_place_begin(e, p.now, src, pk, 55, len, &dst), HOMA_ERR_AGAIN);
-    assert_int_equal(homa_engine_place_begin(e, p.now, src, pk, HOMA_DATA_HDR_LEN,
-                                             HOMA_DATA_HDR_LEN, &dst),
-                     HOMA_ERR_AGAIN);
+    assert_int_equal(
+        homa_engine_place_begin(e, p.now, src, pk, HOMA_DATA_HDR_LEN, HOMA_DATA_HDR_LEN, &dst),
+        HOMA_ERR_AGAIN);
     assert_int_equal(homa_engine_place_begin(e, p.now, src, pk, HOMA_DATA_HDR_LEN, 10, &dst),
                      HOMA_ERR_AGAIN);
     len = data_pkt(pk, id, 3000, 2500, pl, 1000); /* ends at 3500 > 3000 */
@@ -1051,8 +1057,7 @@ static void homa_engine_place__end_checks_the_packet_read(void **state)
     assert_int_equal(homa_engine_place_begin(e, p.now, src, pk, HOMA_DATA_HDR_LEN, len, &dst), 0);
     homa_engine_place_cancel(e);
     /* end without begin */
-    assert_int_equal(homa_engine_place_end(e, p.now, pk, HOMA_DATA_HDR_LEN, len),
-                     HOMA_DROP_NO_RPC);
+    assert_int_equal(homa_engine_place_end(e, p.now, pk, HOMA_DATA_HDR_LEN, len), HOMA_DROP_NO_RPC);
     /* the real packets still complete the message, with the right bytes */
     int end_rc = -1;
     assert_int_equal(place(e, p.now, src, pk, len, &end_rc), 0);
@@ -1112,16 +1117,16 @@ static void homa_engine_place__rpc_freed_during_placement(void **state)
      * drops the packet (ASan: no use after free, no leak) */
     static uint8_t req[100];
     uint64_t id;
-    assert_int_equal(homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, req,
-                                              sizeof(req), 0, &id),
-                     0);
+    assert_int_equal(
+        homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, req, sizeof(req), 0, &id),
+        0);
     pair_settle(&p);
     homa_msg m;
     assert_int_equal(homa_engine_recv(p.e[1], SPORT, HOMA_RECV_REQUEST, 0, &m), 0);
     static uint8_t resp[5000];
     fill(resp, sizeof(resp), 4);
-    assert_int_equal(homa_engine_send_reply(p.e[1], p.now, SPORT, &m.peer, m.peer_port, m.id,
-                                            resp, sizeof(resp)),
+    assert_int_equal(homa_engine_send_reply(p.e[1], p.now, SPORT, &m.peer, m.peer_port, m.id, resp,
+                                            sizeof(resp)),
                      0);
     homa_engine_release(p.e[1], &m);
     homa_pkt_out out[8];
@@ -1176,7 +1181,7 @@ int main(void)
         cmocka_unit_test(homa_engine_timer__local_stall_is_not_silence),
         cmocka_unit_test(homa_engine_timer__prods_bounded_with_backlog),
         cmocka_unit_test(homa_engine_timer__silent_resend_at_top_priority),
-        cmocka_unit_test(homa_engine_timer__server_timeout_allows_restart),
+        cmocka_unit_test(homa_engine_timer__server_timeout_leaves_tombstone),
         cmocka_unit_test(homa_engine_timer__trickle_keeps_sender_alive),
         cmocka_unit_test(homa_engine_input__duplicate_request_after_ack_not_redelivered),
         cmocka_unit_test(homa_engine_input__rpc_unknown_restarts_request),
