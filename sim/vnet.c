@@ -636,7 +636,7 @@ static bool host_in(uint64_t mask, int host)
 }
 
 /* Blackout, per-class loss and (burst) loss, in that order; counts the drop. */
-static bool fault_lost(struct vnet *net, struct host *h, uint64_t now, const struct vnet_pkt *pkt)
+static bool fault_decide(struct vnet *net, struct host *h, uint64_t now, const struct vnet_pkt *pkt)
 {
     const struct vnet_faults *f = &net->cfg.faults;
     if (f->blackout_ns > 0 && now >= f->blackout_start_ns) {
@@ -669,6 +669,14 @@ static bool fault_lost(struct vnet *net, struct host *h, uint64_t now, const str
     }
     if (lost) net->st.drops_loss++;
     return lost;
+}
+
+static bool fault_lost(struct vnet *net, struct host *h, uint64_t now, const struct vnet_pkt *pkt)
+{
+    if (!fault_decide(net, h, now, pkt)) return false;
+    if (homa_fault_classify(pkt->data, pkt->len) & (1u << HOMA_FAULT_CLASS_DATA))
+        net->st.lost_data_bytes += pkt->len - HOMA_DATA_HDR_LEN;
+    return true;
 }
 
 static void held_unlink(struct host *h, struct held *hd)

@@ -270,8 +270,11 @@ struct vnet_stats {
     uint64_t dups;           /* extra copies created */
     uint64_t reorders;       /* packets given an extra delay or held back */
     uint64_t drops_blackout; /* blackout window */
-    uint64_t drops_type;     /* class_loss */
-    uint64_t delays;         /* packets given the `delay` fault */
+    /* Payload bytes of the DATA packets that any fault above dropped: what
+     * loss recovery has to resend at the least. */
+    uint64_t lost_data_bytes;
+    uint64_t drops_type; /* class_loss */
+    uint64_t delays;     /* packets given the `delay` fault */
 };
 
 struct vnet_host_stats {

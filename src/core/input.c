@@ -484,7 +484,13 @@ static void handle_need_ack(struct homa_engine *eng, uint64_t now, const homa_ad
         /* The server has sent the whole response and we lack part of it:
          * the missing part was lost.  Ask for it now; waiting for our own
          * timer would leave the server believing we went away. */
+        uint64_t tick = eng->cfg.tick_ns;
+        /* Unless data is still arriving (the rest may be in flight) or we
+         * asked within the last tick (the retransmission may be). */
+        bool wait =
+            (rpc->in.active && now - rpc->last_heard < tick) || now - rpc->last_prodded < tick;
         rpc_heard(rpc, now);
+        if (wait) return;
         if (rpc->in.active)
             request_missing(eng, rpc, now, true);
         else
@@ -623,11 +629,9 @@ int homa_engine_input(homa_engine *eng, uint64_t now, const homa_addr *src, cons
 
 /* ---------- timers ---------- */
 
-/* Bounds on what one RPC asks for per call: every hole known to be lost is
- * asked for at once (waiting a tick per 16 holes made a 1 MB message at
- * 20 % loss take ten times as long), up to max_incoming bytes of
- * retransmission. */
-#define HOMA_MAX_RESENDS_PER_TICK 256
+/* Bounds on what one RPC asks for per call: as many holes as the sender
+ * keeps ranges to retransmit (HOMA_MAX_RTX), up to max_incoming bytes. */
+#define HOMA_MAX_RESENDS_PER_TICK HOMA_MAX_RTX
 
 /* Asks for the missing ranges of rpc's incoming message below what we
  * granted: the gaps old enough (all of them if `silent`) and, after

@@ -94,7 +94,9 @@ bool homa_msgin_first_missing(const struct homa_msgin *m, uint32_t limit, uint32
                               uint32_t *end);
 
 /* ---- outgoing messages ---- */
-#define HOMA_MAX_RTX 8
+/* Ranges a sender keeps to retransmit; a RESEND beyond them is ignored (the
+ * receiver asks again), never merged into a wider range. */
+#define HOMA_MAX_RTX 32
 
 struct homa_rtx {
     uint32_t start, end;

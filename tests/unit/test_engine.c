@@ -926,14 +926,14 @@ static void homa_engine_place__loss_recovery_in_place(void **state)
     assert_memory_equal(m.data, req, 200000);
     homa_engine_release(p.e[1], &m);
     /* Most packets came in place, retransmissions included (143 are
-     * needed); those overlapping bytes already there (a retransmission
-     * cut differently from the original) went through the copying path. */
+     * needed); any overlapping bytes already there (a retransmission cut
+     * differently from the original) would go through the copying path. */
     homa_counters c0, c1;
     homa_engine_counters(p.e[0], &c0);
     homa_engine_counters(p.e[1], &c1);
     assert_true(c0.retransmit_pkts > 0);
     assert_true(c1.data_placed > 120);
-    assert_true(c1.data_placed < c1.data_in);
+    assert_true(c1.data_placed <= c1.data_in);
     free(req);
     pair_destroy(&p);
 }

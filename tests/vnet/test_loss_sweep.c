@@ -1,10 +1,9 @@
 /* The exactly-once proof under heavy loss: 10,000 concurrent RPCs among 16
- * hosts (half of them onto one server) on the virtual network at 20 % loss in bursts (mean run 2), 5 %
- * duplication and reordering, for many seeds.  Every RPC must complete,
- * none may fail, none may reach a server application twice, every byte is
- * checked.  A failing seed is printed; VNET_SEED=<seed> replays it alone.
- * HOMA_SWEEP_SEEDS=N sweeps N seeds (default 50), HOMA_SWEEP_FIRST the
- * first one (default 1). */
+ * hosts (half of them onto one server) on the virtual network at 20 % loss in bursts (mean run 2),
+ * 5 % duplication and reordering, for many seeds.  Every RPC must complete, none may fail, none may
+ * reach a server application twice, every byte is checked.  A failing seed is printed;
+ * VNET_SEED=<seed> replays it alone. HOMA_SWEEP_SEEDS=N sweeps N seeds (default 50),
+ * HOMA_SWEEP_FIRST the first one (default 1). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -83,8 +82,8 @@ static struct sweep_result sweep_one(uint64_t seed)
     r.verify_errors = sc.verify_errors + sc.bad_deliveries;
     for (int i = 0; i < sc.nrpcs; i++) {
         r.twice += sc.rpcs[i].server_deliveries > 1 || sc.rpcs[i].completions > 1;
-        r.unserved += sc.rpcs[i].completions == 1 && sc.rpcs[i].err == 0 &&
-                      sc.rpcs[i].server_deliveries == 0;
+        r.unserved +=
+            sc.rpcs[i].completions == 1 && sc.rpcs[i].err == 0 && sc.rpcs[i].server_deliveries == 0;
     }
     for (int i = 0; i < sc.n; i++) {
         homa_counters c;
@@ -94,8 +93,7 @@ static struct sweep_result sweep_one(uint64_t seed)
     struct vnet_stats vs;
     vnet_get_stats(sc.net, &vs);
     r.lost_bytes = vs.drops_loss; /* packets; only for the printout */
-    if (!r.done || r.failed || r.twice || r.unserved || r.verify_errors ||
-        r.completed != RPCS) {
+    if (!r.done || r.failed || r.twice || r.unserved || r.verify_errors || r.completed != RPCS) {
         fprintf(stderr, "loss sweep: seed %llu FAILED (replay: VNET_SEED=%llu %s)\n",
                 (unsigned long long)seed, (unsigned long long)seed, "tests/vnet/test_loss_sweep");
         sc_dump(&sc);
@@ -132,8 +130,9 @@ static void loss_sweep__every_rpc_exactly_once(void **state)
         lost += r.lost_bytes;
         total += (uint64_t)r.completed;
     }
-    fprintf(stderr, "loss sweep: %llu seeds x %d RPCs on %d hosts: %llu completed, %d bad seeds, "
-                    "%llu packets lost\n",
+    fprintf(stderr,
+            "loss sweep: %llu seeds x %d RPCs on %d hosts: %llu completed, %d bad seeds, "
+            "%llu packets lost\n",
             (unsigned long long)count, RPCS, HOSTS, (unsigned long long)total, bad_seeds,
             (unsigned long long)lost);
     assert_int_equal(bad_seeds, 0);
