@@ -136,6 +136,7 @@ static void send_resend(struct homa_engine *eng, struct homa_rpc *rpc, uint32_t 
     pkt.u.resend.length = length;
     pkt.u.resend.priority = prio;
     rpc->last_told = eng->now;
+    rpc->asked = true;
     homa_ctl_queue(eng, rpc, &rpc->peer->addr, rpc->port ? rpc->port->num : 0, rpc->peer_port,
                    &pkt);
 }
@@ -178,6 +179,7 @@ static void client_restart(struct homa_engine *eng, struct homa_rpc *rpc)
     m->empty_pending = (m->length == 0);
     rpc->confirmed = false;
     rpc->probes = 0;
+    rpc->asked = false;
     if (rpc->unknowns < UINT8_MAX) rpc->unknowns++;
     eng->ctr.client_restarts++;
     homa_out_update(eng, rpc);
@@ -576,10 +578,11 @@ int homa_engine_input(homa_engine *eng, uint64_t now, const homa_addr *src, cons
             /* the client forgot this RPC (aborted): free our side */
             homa_rpc_free(eng, rpc);
             homa_grant_check(eng);
-        } else if (rpc->state == RPC_CLIENT_ACTIVE) {
+        } else if (rpc->state == RPC_CLIENT_ACTIVE && rpc->asked) {
             /* Deliberately not refreshing last_heard: a server that keeps
              * answering RPC_UNKNOWN (e.g. refusing for lack of memory) must
-             * still lead to a timeout. */
+             * still lead to a timeout.  Only one restart per RESEND: a
+             * duplicated RESEND or RPC_UNKNOWN must not count twice. */
             client_restart(eng, rpc);
         }
         break;
@@ -691,8 +694,8 @@ static void resend_response_start(struct homa_engine *eng, struct homa_rpc *rpc)
 #define HOMA_RESENDS_PER_SILENT_PEER 64
 
 /* A restarted request lost again draws another RPC_UNKNOWN, so one or two
- * prove nothing under loss; this many in a row (20 % loss: 1e-7) do. */
-#define HOMA_UNKNOWNS_FATAL 10
+ * prove nothing under loss; this many in a row (20 % loss: 7e-12) do. */
+#define HOMA_UNKNOWNS_FATAL 16
 /* RESEND rounds for a message that brought no new byte (20 % loss each
  * way: 0.36^16 = 8e-8). */
 #define HOMA_ASKS_FATAL 16

@@ -157,6 +157,9 @@ struct homa_rpc {
     /* Unanswered RESENDs for an unconfirmed request: each doubles the wait
      * before the next (a server too busy to answer is not flooded). */
     uint8_t probes;
+    /* Client: a RESEND went out since the request was (re)started; an
+     * RPC_UNKNOWN without one is a duplicate and restarts nothing. */
+    bool asked;
     /* Receiving side: when rpc->in last got new bytes (or its sender said
      * BUSY), and the RESEND rounds since.  A message that gets nothing for
      * a timeout although we asked HOMA_ASKS_FATAL times is given up even
