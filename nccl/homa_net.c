@@ -367,6 +367,10 @@ static ncclResult_t do_init(void)
     homa_runtime_options o;
     homa_runtime_options_default(&o);
     o.config.max_rx_bytes = 1ull << 30;
+    /* NCCL treats a failed transfer as fatal and its socket transport rides
+     * out long stalls (TCP): wait 10 s of silence, not Homa's 100 ms, before
+     * giving up on a peer (an overloaded host can stall that long). */
+    o.config.timeout_ticks = 10000;
     bad |= env_u64("NCCL_HOMA_SPEED", 1, 100000000, &speed) < 0;
     bad |= env_u64("NCCL_HOMA_PORT", 0, 65535, &port) < 0;
     bad |= env_u64("NCCL_HOMA_WINDOW", 1, HN_MAX_WINDOW, &window) < 0;
@@ -981,6 +985,11 @@ ncclResult_t hn_close_listen(void *listen_comm)
         comm_free(c);
     }
     comm_free(l);
+    homa_driver_counters dc;
+    homa_runtime_counters(g.rt, NULL, &dc);
+    INFO("NET/Homa: %llu packets out, %llu in, %llu dropped by HOMA_FAULTS",
+         (unsigned long long)dc.datagrams_out, (unsigned long long)dc.datagrams_in,
+         (unsigned long long)dc.fault_drops);
     pthread_mutex_unlock(&g_lock);
     return ncclSuccess;
 }
