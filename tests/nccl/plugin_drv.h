@@ -22,8 +22,8 @@ typedef struct drv {
     void *ctx; /* v11 */
 } drv;
 
-static void drv_logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
-                       const char *fmt, ...)
+static inline void drv_logger(ncclDebugLogLevel level, unsigned long flags, const char *file,
+                              int line, const char *fmt, ...)
 {
     (void)flags;
     if (level > NCCL_LOG_WARN && !getenv("NCCL_HOMA_TEST_VERBOSE")) return;
@@ -36,7 +36,7 @@ static void drv_logger(ncclDebugLogLevel level, unsigned long flags, const char 
 }
 
 /* Loads the plugin and the table of version ver; 0 or -1 (message on stderr). */
-static int drv_open(drv *d, const char *path, int ver)
+static inline int drv_open(drv *d, const char *path, int ver)
 {
     memset(d, 0, sizeof(*d));
     d->ver = ver;
@@ -71,7 +71,7 @@ static int drv_open(drv *d, const char *path, int ver)
     return 0;
 }
 
-static const char *drv_name(const drv *d)
+static inline const char *drv_name(const drv *d)
 {
     switch (d->ver) {
     case 8:
@@ -85,7 +85,7 @@ static const char *drv_name(const drv *d)
     }
 }
 
-static ncclResult_t drv_init(drv *d)
+static inline ncclResult_t drv_init(drv *d)
 {
     ncclNetCommConfig_v11_t cfg = {NCCL_NET_TRAFFIC_CLASS_UNDEF};
     switch (d->ver) {
@@ -100,7 +100,7 @@ static ncclResult_t drv_init(drv *d)
     }
 }
 
-static ncclResult_t drv_devices(drv *d, int *n)
+static inline ncclResult_t drv_devices(drv *d, int *n)
 {
     switch (d->ver) {
     case 8:
@@ -115,7 +115,7 @@ static ncclResult_t drv_devices(drv *d, int *n)
 }
 
 /* Common view of the properties (v9 layout; v8 leaves the v9 fields 0). */
-static ncclResult_t drv_props(drv *d, int dev, ncclNetProperties_v11_t *p)
+static inline ncclResult_t drv_props(drv *d, int dev, ncclNetProperties_v11_t *p)
 {
     memset(p, 0, sizeof(*p));
     ncclResult_t rc;
@@ -139,7 +139,7 @@ static ncclResult_t drv_props(drv *d, int dev, ncclNetProperties_v11_t *p)
     return rc;
 }
 
-static ncclResult_t drv_listen(drv *d, int dev, void *handle, void **l)
+static inline ncclResult_t drv_listen(drv *d, int dev, void *handle, void **l)
 {
     switch (d->ver) {
     case 8:
@@ -153,7 +153,7 @@ static ncclResult_t drv_listen(drv *d, int dev, void *handle, void **l)
     }
 }
 
-static ncclResult_t drv_connect(drv *d, int dev, void *handle, void **s)
+static inline ncclResult_t drv_connect(drv *d, int dev, void *handle, void **s)
 {
     ncclNetDeviceHandle_v8_t *dh = NULL;
     ncclNetCommConfig_v10_t cfg = {NCCL_NET_TRAFFIC_CLASS_UNDEF};
@@ -169,7 +169,7 @@ static ncclResult_t drv_connect(drv *d, int dev, void *handle, void **s)
     }
 }
 
-static ncclResult_t drv_accept(drv *d, void *l, void **r)
+static inline ncclResult_t drv_accept(drv *d, void *l, void **r)
 {
     ncclNetDeviceHandle_v8_t *dh = NULL;
     switch (d->ver) {
@@ -184,7 +184,8 @@ static ncclResult_t drv_accept(drv *d, void *l, void **r)
     }
 }
 
-static ncclResult_t drv_regmr(drv *d, void *comm, void *data, size_t size, int type, void **mh)
+static inline ncclResult_t drv_regmr(drv *d, void *comm, void *data, size_t size, int type,
+                                     void **mh)
 {
     switch (d->ver) {
     case 8:
@@ -198,7 +199,7 @@ static ncclResult_t drv_regmr(drv *d, void *comm, void *data, size_t size, int t
     }
 }
 
-static ncclResult_t drv_regmr_dmabuf(drv *d, void *comm, void *data, size_t size, void **mh)
+static inline ncclResult_t drv_regmr_dmabuf(drv *d, void *comm, void *data, size_t size, void **mh)
 {
     switch (d->ver) {
     case 8:
@@ -212,7 +213,7 @@ static ncclResult_t drv_regmr_dmabuf(drv *d, void *comm, void *data, size_t size
     }
 }
 
-static ncclResult_t drv_deregmr(drv *d, void *comm, void *mh)
+static inline ncclResult_t drv_deregmr(drv *d, void *comm, void *mh)
 {
     switch (d->ver) {
     case 8:
@@ -226,8 +227,8 @@ static ncclResult_t drv_deregmr(drv *d, void *comm, void *mh)
     }
 }
 
-static ncclResult_t drv_isend(drv *d, void *s, void *data, size_t size, int tag, void *mh,
-                              void **req)
+static inline ncclResult_t drv_isend(drv *d, void *s, void *data, size_t size, int tag, void *mh,
+                                     void **req)
 {
     switch (d->ver) {
     case 8:
@@ -242,8 +243,8 @@ static ncclResult_t drv_isend(drv *d, void *s, void *data, size_t size, int tag,
 }
 
 /* n receives (n > 1 only to check that the plugin refuses it). */
-static ncclResult_t drv_irecv_n(drv *d, void *r, int n, void **data, size_t *sizes, int *tags,
-                                void **mhs, void **req)
+static inline ncclResult_t drv_irecv_n(drv *d, void *r, int n, void **data, size_t *sizes,
+                                       int *tags, void **mhs, void **req)
 {
     int isz[8];
     for (int i = 0; i < n && i < 8; i++)
@@ -261,13 +262,13 @@ static ncclResult_t drv_irecv_n(drv *d, void *r, int n, void **data, size_t *siz
     }
 }
 
-static ncclResult_t drv_irecv(drv *d, void *r, void *data, size_t size, int tag, void *mh,
-                              void **req)
+static inline ncclResult_t drv_irecv(drv *d, void *r, void *data, size_t size, int tag, void *mh,
+                                     void **req)
 {
     return drv_irecv_n(d, r, 1, &data, &size, &tag, &mh, req);
 }
 
-static ncclResult_t drv_iflush(drv *d, void *r, void *data, int size, void *mh, void **req)
+static inline ncclResult_t drv_iflush(drv *d, void *r, void *data, int size, void *mh, void **req)
 {
     switch (d->ver) {
     case 8:
@@ -281,7 +282,7 @@ static ncclResult_t drv_iflush(drv *d, void *r, void *data, int size, void *mh, 
     }
 }
 
-static ncclResult_t drv_test(drv *d, void *req, int *done, int *size)
+static inline ncclResult_t drv_test(drv *d, void *req, int *done, int *size)
 {
     switch (d->ver) {
     case 8:
@@ -295,7 +296,7 @@ static ncclResult_t drv_test(drv *d, void *req, int *done, int *size)
     }
 }
 
-static ncclResult_t drv_close_send(drv *d, void *s)
+static inline ncclResult_t drv_close_send(drv *d, void *s)
 {
     switch (d->ver) {
     case 8:
@@ -309,7 +310,7 @@ static ncclResult_t drv_close_send(drv *d, void *s)
     }
 }
 
-static ncclResult_t drv_close_recv(drv *d, void *r)
+static inline ncclResult_t drv_close_recv(drv *d, void *r)
 {
     switch (d->ver) {
     case 8:
@@ -323,7 +324,7 @@ static ncclResult_t drv_close_recv(drv *d, void *r)
     }
 }
 
-static ncclResult_t drv_close_listen(drv *d, void *l)
+static inline ncclResult_t drv_close_listen(drv *d, void *l)
 {
     switch (d->ver) {
     case 8:
@@ -337,7 +338,7 @@ static ncclResult_t drv_close_listen(drv *d, void *l)
     }
 }
 
-static ncclResult_t drv_finalize(drv *d)
+static inline ncclResult_t drv_finalize(drv *d)
 {
     return d->ver == 11 ? d->n11->finalize(d->ctx) : ncclSuccess;
 }
