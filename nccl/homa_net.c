@@ -77,6 +77,11 @@ typedef struct hn_comm {
     homa_msg early[HN_MAX_WINDOW];
     uint64_t early_seq[HN_MAX_WINDOW];
     uint8_t early_valid[HN_MAX_WINDOW];
+    /* send: messages not yet acknowledged, by seq % window; a slot is only
+     * reused once acknowledged, which is what bounds the receiver's early
+     * messages */
+    uint8_t unacked[HN_MAX_WINDOW];
+    ncclResult_t error; /* send: a failure acknowledged after its request was done */
     /* listen: receive comms waiting for accept(), in arrival order */
     struct hn_comm *accept_head, *accept_tail;
     struct hn_comm *accept_next;
@@ -107,6 +112,7 @@ static struct {
     uint16_t gen;
     uint32_t window;
     size_t max_bytes;
+    int eager; /* a send is done once libhoma holds its copy */
 } g;
 
 #define LOG(level, ...)                                                                            \
@@ -400,6 +406,16 @@ static ncclResult_t do_init(void)
             bad = 1;
         }
     }
+    const char *sd = getenv("NCCL_HOMA_SEND_DONE");
+    g.eager = 1;
+    if (sd && *sd) {
+        if (!strcmp(sd, "delivered"))
+            g.eager = 0;
+        else if (strcmp(sd, "copied") != 0) {
+            WARN("NCCL_HOMA_SEND_DONE=\"%s\": expected copied or delivered", sd);
+            bad = 1;
+        }
+    }
     if (bad) return ncclInvalidArgument;
     o.config.max_message_length = (uint32_t)(max_msg + HN_HDR_LEN);
     g.window = (uint32_t)window;
@@ -610,10 +626,18 @@ static void handle_response(int rc, homa_msg *m)
             c->state = HN_FAILED;
         }
     } else if (c && seq32 != HN_HELLO_SEQ) {
-        hn_req *r = &c->reqs[seq32 % c->window];
-        if (r->state == HN_POSTED && (uint32_t)r->seq == seq32) {
-            r->error = rc != 0 ? ncclRemoteError : status_error(status);
-            r->state = HN_DONE;
+        uint32_t slot = seq32 % c->window;
+        hn_req *r = &c->reqs[slot];
+        if (c->unacked[slot] && (uint32_t)r->seq == seq32) {
+            ncclResult_t err = rc != 0 ? ncclRemoteError : status_error(status);
+            c->unacked[slot] = 0;
+            if (r->state == HN_POSTED) { /* NCCL_HOMA_SEND_DONE=delivered */
+                r->error = err;
+                r->state = HN_DONE;
+            }
+            /* Later calls on the comm report it (with eager completion,
+             * its request may be long done). */
+            if (err != ncclSuccess && c->error == ncclSuccess) c->error = err;
         }
     }
     homa_release(g.sock, m);
@@ -808,15 +832,21 @@ ncclResult_t hn_isend(void *send_comm, void *data, size_t size, int tag, void **
     if (!c || !request || c->type != HN_SEND || (size && !data)) return ncclInvalidArgument;
     *request = NULL;
     pthread_mutex_lock(&g_lock);
+    /* Acknowledgements free the window: a caller that only retries isend
+     * must still see them. */
+    progress();
     ncclResult_t rc = ncclSuccess;
     if (c->state != HN_CONNECTED)
         rc = ncclInvalidUsage;
     else if (size > g.max_bytes) {
         WARN("isend of %zu bytes: more than NCCL_HOMA_MAX_BYTES (%zu)", size, g.max_bytes);
         rc = ncclInvalidArgument;
-    }
-    hn_req *r = &c->reqs[c->next_seq % c->window];
-    if (rc != ncclSuccess || r->state != HN_FREE) goto out; /* window full: NULL, retry */
+    } else if (c->error != ncclSuccess)
+        rc = c->error;
+    uint32_t slot = (uint32_t)(c->next_seq % c->window);
+    hn_req *r = &c->reqs[slot];
+    /* Window full: NULL, NCCL retries. */
+    if (rc != ncclSuccess || r->state != HN_FREE || c->unacked[slot]) goto out;
     uint8_t *buf = malloc(HN_HDR_LEN + size);
     if (!buf) goto out;
     memset(buf, 0, HN_HDR_LEN);
@@ -840,11 +870,12 @@ ncclResult_t hn_isend(void *send_comm, void *data, size_t size, int tag, void **
         goto out;
     }
     r->seq = c->next_seq++;
-    r->state = HN_POSTED;
+    r->state = g.eager ? HN_DONE : HN_POSTED;
     r->error = ncclSuccess;
     r->data = data;
     r->size = size;
     r->tag = tag;
+    c->unacked[slot] = 1;
     *request = r;
 out:
     pthread_mutex_unlock(&g_lock);
@@ -861,6 +892,7 @@ ncclResult_t hn_irecv(void *recv_comm, int n, void **data, const size_t *sizes, 
     if (n != 1) return ncclInvalidArgument; /* maxRecvs is 1 */
     if (sizes[0] && !data[0]) return ncclInvalidArgument;
     pthread_mutex_lock(&g_lock);
+    progress();
     uint32_t slot = (uint32_t)(c->next_seq % c->window);
     hn_req *r = &c->reqs[slot];
     if (r->state == HN_FREE) {
@@ -908,7 +940,7 @@ ncclResult_t hn_test(void *request, int *done, int *sizes)
     if (r->state == HN_DONE && r->seq < c->done_upto) {
         *done = 1;
         if (sizes) sizes[0] = (int)r->size;
-        rc = r->error;
+        rc = r->error != ncclSuccess ? r->error : c->type == HN_SEND ? c->error : ncclSuccess;
         r->state = HN_FREE;
         r->data = NULL;
     }

@@ -145,12 +145,33 @@ static void connect_accept(drv *d, void *next, void *l, void **s, void **r)
     (void)spins;
 }
 
+/* A failure acknowledged after its send was done (the default, eager
+ * completion) shows on later calls: sends zero-byte messages until one
+ * fails with want. */
+static void wait_comm_error(drv *d, void *s, void *mh, ncclResult_t want)
+{
+    double end = now_s() + DEADLINE_S;
+    for (;;) {
+        void *req = NULL;
+        ncclResult_t rc = drv_isend(d, s, NULL, 0, 9, mh, &req);
+        int done = 0, sz;
+        while (rc == ncclSuccess && req && !done)
+            rc = drv_test(d, req, &done, &sz);
+        if (rc != ncclSuccess) {
+            CHECK(rc == want, "comm error %d, not %d", rc, want);
+            return;
+        }
+        CHECK(now_s() < end, "the failure never showed");
+    }
+}
+
 /* ---- the ring exchange -------------------------------------------------- */
 
 typedef struct ring_args {
     int ver;
     int iters;
     const char *faults;
+    const char *send_done; /* NCCL_HOMA_SEND_DONE, NULL = default */
 } ring_args;
 
 /* Size of message it; every 16th is a whole 4 MiB buffer. */
@@ -189,6 +210,7 @@ static void ring_child(int rank, int n, int **pipes, const void *arg)
 {
     const ring_args *a = arg;
     if (a->faults) setenv("HOMA_FAULTS", a->faults, 1);
+    if (a->send_done) setenv("NCCL_HOMA_SEND_DONE", a->send_done, 1);
     drv d;
     open_plugin(&d, a->ver);
     int ndev = 0;
@@ -326,14 +348,21 @@ static void ring_child(int rank, int n, int **pipes, const void *arg)
     free(want);
 }
 
-static void ring(int n, int ver, int iters, const char *faults)
+static void ring_mode(int n, int ver, int iters, const char *faults, const char *send_done)
 {
     iters = iters / SLOW < 16 ? 16 : iters / SLOW; /* 16 reaches the first 4 MiB message */
-    ring_args a = {ver, iters, faults};
+    ring_args a = {ver, iters, faults, send_done};
     double t0 = now_s();
     assert_int_equal(run_children(n, ring_child, &a), 0);
-    print_message("ring of %d, v%d, %d messages each%s%s: %.2f s\n", n, ver, iters,
-                  faults ? ", HOMA_FAULTS=" : "", faults ? faults : "", now_s() - t0);
+    print_message("ring of %d, v%d, %d messages each%s%s%s%s: %.2f s\n", n, ver, iters,
+                  faults ? ", HOMA_FAULTS=" : "", faults ? faults : "",
+                  send_done ? ", NCCL_HOMA_SEND_DONE=" : "", send_done ? send_done : "",
+                  now_s() - t0);
+}
+
+static void ring(int n, int ver, int iters, const char *faults)
+{
+    ring_mode(n, ver, iters, faults, NULL);
 }
 
 static void nccl_ring__pair_v8(void **state)
@@ -355,6 +384,17 @@ static void nccl_ring__pair_v11(void **state)
 {
     (void)state;
     ring(2, 11, 64, NULL);
+}
+/* Sends done only once delivered: the other completion mode. */
+static void nccl_ring__pair_sends_done_when_delivered(void **state)
+{
+    (void)state;
+    ring_mode(2, 11, 64, NULL, "delivered");
+}
+static void nccl_ring__four_procs_loss_delivered(void **state)
+{
+    (void)state;
+    ring_mode(4, 10, 32, "drop=0.02,seed=3", "delivered");
 }
 static void nccl_ring__four_procs(void **state)
 {
@@ -474,7 +514,8 @@ static void bad_input_child(int rank, int n, int **pipes, const void *arg)
         if (!rd) rrc = drv_test(&d, rreq, &rd, &sz);
         CHECK(now_s() < end, "truncation never reported");
     }
-    CHECK(src != ncclSuccess && rrc != ncclSuccess, "truncation: %d %d", src, rrc);
+    CHECK(rrc != ncclSuccess, "truncation not reported to the receiver");
+    if (src == ncclSuccess) wait_comm_error(&d, s, mh, ncclInvalidUsage);
     CHECK(drv_close_send(&d, s) == ncclSuccess, "closeSend");
     CHECK(drv_close_recv(&d, r) == ncclSuccess, "closeRecv");
     CHECK(drv_close_listen(&d, l2) == ncclSuccess, "closeListen");
@@ -557,7 +598,17 @@ static void close_child(int rank, int n, int **pipes, const void *arg)
         read_all(pipes[1][0], &tok, 1);
         /* The receiver is gone: the send fails instead of hanging. */
         CHECK(drv_isend(&d, s, buf, 10, 9, mh, &req) == ncclSuccess && req, "isend 3");
-        wait_done(&d, req, ncclRemoteError, 0);
+        if (getenv("NCCL_HOMA_SEND_DONE")) {
+            wait_done(&d, req, ncclRemoteError, 0);
+        } else {
+            /* Done at once; the failure shows on this or a later call. */
+            int done = 0, sz;
+            ncclResult_t rc;
+            while ((rc = drv_test(&d, req, &done, &sz)) == ncclSuccess && !done) {
+            }
+            CHECK(rc == ncclSuccess || rc == ncclRemoteError, "test: %d", rc);
+            if (rc == ncclSuccess) wait_comm_error(&d, s, mh, ncclRemoteError);
+        }
         CHECK(drv_close_send(&d, s) == ncclSuccess, "closeSend");
         write_all(pipes[0][1], "d", 1);
     }
@@ -582,6 +633,8 @@ int main(void)
         cmocka_unit_test(nccl_ring__pair_v9),
         cmocka_unit_test(nccl_ring__pair_v10),
         cmocka_unit_test(nccl_ring__pair_v11),
+        cmocka_unit_test(nccl_ring__pair_sends_done_when_delivered),
+        cmocka_unit_test(nccl_ring__four_procs_loss_delivered),
         cmocka_unit_test(nccl_ring__four_procs),
         cmocka_unit_test(nccl_ring__eight_procs),
         cmocka_unit_test(nccl_ring__pair_with_loss),
