@@ -6,6 +6,9 @@
 # Stages (each one's failure fails the script):
 #   a. build    gcc, -DHOMA_WERROR=ON, into build/; ctest; cmake --install into
 #               a temporary prefix and build a small program with pkg-config
+#   deb         Debian packages: bash scripts/deb-check.sh (build, lintian,
+#               dpkg -i, use as a new user, dpkg -P); skipped without
+#               dpkg-buildpackage
 #   b. asan     ASan+UBSan build (-DHOMA_SANITIZE=ON) into build-asan/; ctest
 #   c. fuzz     bash scripts/fuzz.sh 60   (only if scripts/fuzz.sh exists)
 #   d. tsan     ThreadSanitizer build (-DHOMA_TSAN=ON) into build-tsan/;
@@ -180,6 +183,17 @@ stage_build() {
     stage_end "ok: $(ctest_summary build); install check passed"
 }
 
+stage_deb() {
+    stage_begin deb
+    if ! command -v dpkg-buildpackage >/dev/null 2>&1; then
+        note "dpkg-buildpackage not found (not Debian?): skipped"
+        stage_end "skipped (no dpkg-buildpackage)"
+        return 0
+    fi
+    bash scripts/deb-check.sh
+    stage_end "ok: packages built, lintian clean, installed, checked, removed"
+}
+
 stage_asan() {
     stage_begin asan
     configure build-asan -DHOMA_WERROR=OFF -DHOMA_SANITIZE=ON -DHOMA_TSAN=OFF
@@ -223,13 +237,14 @@ banner "libhoma test-all ($(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(uname -srm))"
 stage_build
 if [[ $QUICK == 1 ]]; then
     note "HOMA_TEST_QUICK=1: sanitizer, fuzz and tsan stages skipped"
-    for s in asan fuzz tsan; do
+    for s in deb asan fuzz tsan; do
         STAGE_NAMES+=("$s")
         STAGE_RESULTS+=("skipped (HOMA_TEST_QUICK=1)")
         STAGE_SECONDS+=(0)
     done
     exit 0
 fi
+stage_deb
 stage_asan
 stage_fuzz
 stage_tsan
