@@ -34,7 +34,8 @@ for arg in "$@"; do
     esac
 done
 
-note() { printf -- '-- deb-check: %s\n' "$*"; }
+START=$(date +%s)
+note() { printf -- '-- deb-check [%3d s]: %s\n' $(($(date +%s) - START)) "$*"; }
 fail() {
     printf 'deb-check: FAILED: %s\n' "$*" >&2
     exit 1
@@ -51,7 +52,6 @@ else
     if ((JOBS > 2)); then JOBS=2; fi
 fi
 PACKAGES=(libhoma0 libhoma-dev homa-tools python3-homa)
-START=$(date +%s)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/homa-deb.XXXXXX")
 INSTALLED=0
 
@@ -75,14 +75,14 @@ mkdir -p "$SRC"
     tar --null -T - --ignore-failed-read -cf - 2>/dev/null) | tar -x -C "$SRC"
 [[ -f $SRC/debian/control ]] || fail "no debian/control in the copy of $ROOT"
 
-note "dpkg-buildpackage -us -uc -b in $SRC (DEB_BUILD_OPTIONS=nocheck parallel=$JOBS)"
+note "dpkg-buildpackage -us -uc -b in $SRC (DEB_BUILD_OPTIONS=nocheck noautodbgsym parallel=$JOBS)"
 GENSYMBOLS_LEVEL=()
 if [[ $UPDATE_SYMBOLS == 1 ]]; then
     # Lost or changed symbols must not stop the build that regenerates them.
     GENSYMBOLS_LEVEL=(DPKG_GENSYMBOLS_CHECK_LEVEL=0)
 fi
 if ! (cd "$SRC" && env ${GENSYMBOLS_LEVEL[@]+"${GENSYMBOLS_LEVEL[@]}"} \
-    DEB_BUILD_OPTIONS="nocheck parallel=$JOBS" dpkg-buildpackage -us -uc -b) >"$WORK/build.log" 2>&1; then
+    DEB_BUILD_OPTIONS="nocheck noautodbgsym parallel=$JOBS" dpkg-buildpackage -us -uc -b) >"$WORK/build.log" 2>&1; then
     tail -n 60 "$WORK/build.log"
     fail "dpkg-buildpackage failed (last lines above)"
 fi
@@ -213,7 +213,10 @@ echo "   pkg-config --cflags --libs homa: $flags"
 # shellcheck disable=SC2086 # flags are a word list
 as_user gcc -std=c11 -Wall -Wextra -Werror prog.c -o prog $flags || fail "gcc with pkg-config failed"
 as_user ./prog || fail "the pkg-config program failed"
-as_user ldd ./prog | grep -q '/usr/lib/.*/libhoma.so.0' || fail "prog does not use the installed libhoma.so.0"
+lib=$(as_user ldd ./prog | sed -n 's/^[[:space:]]*libhoma\.so\.0 => \([^ ]*\).*/\1/p')
+[[ -n $lib && $(realpath "$lib") == /usr/lib/*/libhoma.so.0.* ]] ||
+    fail "prog does not use the installed libhoma.so.0 (ldd: ${lib:-none})"
+echo "   runs with $lib -> $(realpath "$lib")"
 libdir=$(as_user pkg-config --variable=libdir homa)
 as_user gcc -std=c11 prog.c -o prog-static "$libdir/libhoma.a" -pthread -lm || fail "static link failed"
 as_user ./prog-static >/dev/null || fail "the statically linked program failed"
