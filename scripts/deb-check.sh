@@ -4,9 +4,10 @@
 # then removes them again.  Stage 'deb' of scripts/test-all.sh.
 #
 #   bash scripts/deb-check.sh                  build, lintian, install check
-#   bash scripts/deb-check.sh --update-symbols also rewrite
+#   bash scripts/deb-check.sh --update-symbols build, then rewrite
 #                                              debian/libhoma0.symbols from
-#                                              the library just built
+#                                              the library just built (and
+#                                              stop: run it again to check)
 #   bash scripts/deb-check.sh --no-install     build and lintian only
 #
 # Needs dpkg-dev, debhelper, dh-python, lintian and the Build-Depends of
@@ -92,11 +93,14 @@ note "built in $(($(date +%s) - START)) s:"
 for deb in "$WORK"/*.deb; do echo "   ${deb##*/}"; done
 
 if [[ $UPDATE_SYMBOLS == 1 ]]; then
-    (cd "$SRC" && dpkg-gensymbols -plibhoma0 -Pdebian/libhoma0 -v0.1.0 \
+    # From scratch (-I/dev/null: no old file to merge with, so no #MISSING
+    # lines), every symbol at the upstream version that has it now.
+    (cd "$SRC" && dpkg-gensymbols -plibhoma0 -Pdebian/libhoma0 -v0.1.0 -I/dev/null \
         -O"$ROOT/debian/libhoma0.symbols" -q -c0)
-    grep -q '^\* Build-Depends-Package:' "$ROOT/debian/libhoma0.symbols" ||
-        sed -i '1a * Build-Depends-Package: libhoma-dev' "$ROOT/debian/libhoma0.symbols"
-    note "wrote debian/libhoma0.symbols ($(grep -c '@Base' "$ROOT/debian/libhoma0.symbols") symbols)"
+    sed -i '1a * Build-Depends-Package: libhoma-dev' "$ROOT/debian/libhoma0.symbols"
+    note "wrote debian/libhoma0.symbols ($(grep -c '@Base' "$ROOT/debian/libhoma0.symbols") symbols);"
+    note "these packages were built with the old file: run scripts/deb-check.sh again to check"
+    exit 0
 fi
 
 # Lintian: errors and warnings fail.  While the tree has no man pages
@@ -194,6 +198,12 @@ cat >prog.c <<'EOF'
 #include <homa/workload.h>
 #include <stdio.h>
 #include <string.h>
+#if defined(__has_include)
+#if __has_include(<homa/version.h>)
+#include <homa/version.h>
+#define HAVE_HOMA_VERSION 1
+#endif
+#endif
 
 int main(void)
 {
@@ -205,6 +215,11 @@ int main(void)
     printf("libhoma from the packages: %s, mean %u B\n", homa_workload_name(w),
            (unsigned)homa_workload_mean(w, 0));
     homa_workload_free(w);
+#ifdef HAVE_HOMA_VERSION
+    /* the library loaded is the one the headers describe */
+    if (homa_version() != HOMA_VERSION_NUMBER) return 4;
+    printf("homa_version_string(): %s\n", homa_version_string());
+#endif
     return strlen(homa_strerror(HOMA_ERR_INVAL)) ? 0 : 3;
 }
 EOF

@@ -6,13 +6,13 @@
 # Stages (each one's failure fails the script):
 #   a. build    gcc, -DHOMA_WERROR=ON, into build/; ctest; cmake --install into
 #               a temporary prefix and build a small program with pkg-config
-#   deb         Debian packages: bash scripts/deb-check.sh (build, lintian,
-#               dpkg -i, use as a new user, dpkg -P); skipped without
-#               dpkg-buildpackage
 #   b. asan     ASan+UBSan build (-DHOMA_SANITIZE=ON) into build-asan/; ctest
 #   c. fuzz     bash scripts/fuzz.sh 60   (only if scripts/fuzz.sh exists)
 #   d. tsan     ThreadSanitizer build (-DHOMA_TSAN=ON) into build-tsan/;
 #               ctest -L runtime (skipped while no test carries that label)
+# Between a and b: stage deb, Debian packages: bash scripts/deb-check.sh
+#               (build, lintian, dpkg -i, use as a new user, dpkg -P);
+#               skipped without dpkg-buildpackage
 #
 # Environment:
 #   HOMA_TEST_QUICK=1   run stage a only (quick developer check)

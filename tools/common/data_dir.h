@@ -2,7 +2,8 @@
  * CDFs).  homa_workload_load() tries the tool's --data option and
  * $HOMA_DATA_DIR first; this picks its last resort, default_dir:
  *   1. source_dir, the source tree's data/ (compiled in for build-tree use;
- *      NULL when the build left it out, as the Debian packages do);
+ *      builds with HOMA_TOOLS_SOURCE_DATA=OFF, such as the Debian packages,
+ *      compile in the installed path instead);
  *   2. <directory of the executable>/HOMA_EXE_TO_DATA_DIR, so that an install
  *      moved to another prefix still finds its own data;
  *   3. HOMA_INSTALL_DATA_DIR, the configured install path.
