@@ -103,19 +103,28 @@ if [[ $UPDATE_SYMBOLS == 1 ]]; then
     exit 0
 fi
 
-# Lintian: errors and warnings fail.  While the tree has no man pages
-# (docs/man/*.scd), "no-manual-page" is expected and not counted.
-# shellcheck disable=SC2054 # error,warning is one argument
-LINTIAN_ARGS=(--fail-on error,warning)
-if ! compgen -G "$ROOT/docs/man/*.scd" >/dev/null; then
-    note "no docs/man/*.scd yet: lintian's no-manual-page is suppressed"
-    LINTIAN_ARGS+=(--suppress-tags no-manual-page)
-fi
-note "lintian ${LINTIAN_ARGS[*]} libhoma_*.changes"
-lintian_rc=0
-lintian "${LINTIAN_ARGS[@]}" "$WORK"/libhoma_*.changes >"$WORK/lintian.log" 2>&1 || lintian_rc=$?
-grep -v 'running with root privileges' "$WORK/lintian.log" | sed 's/^/   /' || true
-[[ $lintian_rc == 0 ]] || fail "lintian reported errors or warnings (exit $lintian_rc)"
+# Lintian: errors and warnings fail, except "no-manual-page" for a program
+# whose page does not exist in docs/man yet (listed, not counted).
+note "lintian --fail-on none libhoma_*.changes (errors and warnings counted here)"
+lintian --fail-on none "$WORK"/libhoma_*.changes >"$WORK/lintian.log" 2>&1 ||
+    fail "lintian could not run: $(cat "$WORK/lintian.log")"
+bad=0
+while IFS= read -r line; do
+    case $line in
+    *'running with root privileges'*) continue ;;
+    [EW]:*' no-manual-page '*)
+        prog=${line##*/}
+        prog=${prog%]}
+        if ! compgen -G "$ROOT/docs/man/$prog.[0-9].scd" >/dev/null; then
+            echo "   $line (tolerated: no docs/man/$prog.N.scd yet)"
+            continue
+        fi
+        ;;
+    esac
+    echo "   $line"
+    case $line in [EW]:*) bad=$((bad + 1)) ;; esac
+done <"$WORK/lintian.log"
+((bad == 0)) || fail "lintian: $bad errors or warnings"
 note "lintian: no errors or warnings"
 
 if [[ $INSTALL == 0 ]]; then
