@@ -11,6 +11,9 @@
 #   c. fuzz     bash scripts/fuzz.sh 60   (only if scripts/fuzz.sh exists)
 #   d. tsan     ThreadSanitizer build (-DHOMA_TSAN=ON) into build-tsan/;
 #               ctest -L runtime (skipped while no test carries that label)
+# Between a and b: stage deb, Debian packages: bash scripts/deb-check.sh
+#               (build, lintian, dpkg -i, use as a new user, dpkg -P);
+#               skipped without dpkg-buildpackage
 #
 # Environment:
 #   HOMA_TEST_QUICK=1   run stage a only (quick developer check)
@@ -184,6 +187,17 @@ stage_build() {
     stage_end "ok: $(ctest_summary build); install check passed; ABI check passed"
 }
 
+stage_deb() {
+    stage_begin deb
+    if ! command -v dpkg-buildpackage >/dev/null 2>&1; then
+        note "dpkg-buildpackage not found (not Debian?): skipped"
+        stage_end "skipped (no dpkg-buildpackage)"
+        return 0
+    fi
+    bash scripts/deb-check.sh
+    stage_end "ok: packages built, lintian clean, installed, checked, removed"
+}
+
 stage_asan() {
     stage_begin asan
     configure build-asan -DHOMA_WERROR=OFF -DHOMA_SANITIZE=ON -DHOMA_TSAN=OFF
@@ -227,13 +241,14 @@ banner "libhoma test-all ($(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(uname -srm))"
 stage_build
 if [[ $QUICK == 1 ]]; then
     note "HOMA_TEST_QUICK=1: sanitizer, fuzz and tsan stages skipped"
-    for s in asan fuzz tsan; do
+    for s in deb asan fuzz tsan; do
         STAGE_NAMES+=("$s")
         STAGE_RESULTS+=("skipped (HOMA_TEST_QUICK=1)")
         STAGE_SECONDS+=(0)
     done
     exit 0
 fi
+stage_deb
 stage_asan
 stage_fuzz
 stage_tsan

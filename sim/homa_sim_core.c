@@ -6,10 +6,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "data_dir.h"
 #include "homa_sim.h"
 #include "vhost.h"
 
-/* Where workloads are found when neither --data nor $HOMA_DATA_DIR says. */
+/* The source tree's data/, when the build compiled it in; data_dir.h then
+ * falls back to the installed data. */
 #ifndef HOMA_DEFAULT_DATA_DIR
 #define HOMA_DEFAULT_DATA_DIR NULL
 #endif
@@ -91,7 +93,7 @@ struct hsim {
     uint64_t failed_msgs, send_errors, unmatched, total_failures;
     struct hsim_failure fail[HSIM_MAX_FAILURES];
     int nfail;
-    double offered_wire; /* wire bytes of messages started in the window */
+    double offered_wire;       /* wire bytes of messages started in the window */
     double offered_grant_wire; /* ... and of the GRANTs they are expected to need */
     double started_bytes, done_bytes;
     struct qs_acc *qs; /* --queue-stats */
@@ -583,8 +585,11 @@ struct hsim *hsim_create(const struct hsim_opts *oin, char *err, size_t errlen)
 
     /* workload */
     if (o->workload && *o->workload) {
-        /* looks in data_dir, then $HOMA_DATA_DIR, then the source tree */
-        int e = homa_workload_load(o->workload, o->data_dir, HOMA_DEFAULT_DATA_DIR, &s->w);
+        /* looks in data_dir, then $HOMA_DATA_DIR, then the source tree or
+         * the installed data */
+        char dbuf[4096];
+        const char *def = homa_tool_data_dir(HOMA_DEFAULT_DATA_DIR, dbuf, sizeof(dbuf));
+        int e = homa_workload_load(o->workload, o->data_dir, def, &s->w);
         if (e) {
             snprintf(err, errlen, "workload %s: %s", o->workload, homa_workload_errmsg());
             goto fail;

@@ -28,7 +28,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "data_dir.h"
 #include "homa_sim.h"
+
+/* The source tree's data/ when the build compiled it in (data_dir.h). */
+#ifndef HOMA_DEFAULT_DATA_DIR
+#define HOMA_DEFAULT_DATA_DIR NULL
+#endif
 
 struct fmsg {
     double rem;   /* bytes left */
@@ -152,7 +158,9 @@ int hsim_fluid_run(const struct hsim_fluid_opts *o, struct hsim_fluid_result *r,
     homa_workload *w = NULL;
     uint32_t trunc = o->truncate_1mb ? HOMA_WORKLOAD_LINUX_MAX : 0;
     if (!o->script) {
-        int e = homa_workload_load(o->workload, o->data_dir, HOMA_DEFAULT_DATA_DIR, &w);
+        char dbuf[4096];
+        const char *def = homa_tool_data_dir(HOMA_DEFAULT_DATA_DIR, dbuf, sizeof(dbuf));
+        int e = homa_workload_load(o->workload, o->data_dir, def, &w);
         if (e) {
             snprintf(err, errlen, "%s", homa_workload_errmsg());
             return -1;

@@ -6,6 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "data_dir.h"
+
+/* The source tree's data/ when the build compiled it in (data_dir.h). */
 #ifndef HOMA_DATA_DIR
 #define HOMA_DATA_DIR NULL
 #endif
@@ -38,7 +41,9 @@ int wlgen_open(wlgen *g, const char *name, const char *data_dir, uint32_t max_si
                size_t errlen)
 {
     memset(g, 0, sizeof(*g));
-    int rc = homa_workload_load(name, data_dir, HOMA_DATA_DIR, &g->w);
+    char dbuf[4096];
+    const char *def = homa_tool_data_dir(HOMA_DATA_DIR, dbuf, sizeof(dbuf));
+    int rc = homa_workload_load(name, data_dir, def, &g->w);
     if (rc < 0) {
         snprintf(err, errlen, "workload %s: %s", name, homa_workload_errmsg());
         return -1;
