@@ -52,7 +52,7 @@ else
     JOBS=$(nproc 2>/dev/null || echo 2)
     if ((JOBS > 2)); then JOBS=2; fi
 fi
-PACKAGES=(libhoma0 libhoma-dev homa-tools python3-homa)
+PACKAGES=(libhoma0 libhoma-dev homa-tools python3-homa libnccl-net-homa)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/homa-deb.XXXXXX")
 INSTALLED=0
 
@@ -200,6 +200,13 @@ if compgen -G "$ROOT/docs/man/libhoma.3.scd" >/dev/null; then
         note "libhoma.3 is in libhoma-dev but dpkg did not unpack it (path-exclude?): man -w skipped"
     fi
 fi
+
+note "the NCCL plugin exports only its ncclNetPlugin tables"
+plugin=$(dpkg -L libnccl-net-homa | grep '/libnccl-net-homa\.so$') || fail "libnccl-net-homa has no plugin"
+syms=$(nm -D --defined-only "$plugin" | awk '{print $3}' | sort | tr '\n' ' ')
+echo "   $plugin: $syms"
+[[ $syms == "ncclNetPlugin_v10 ncclNetPlugin_v11 ncclNetPlugin_v8 ncclNetPlugin_v9 " ]] ||
+    fail "the plugin exports more than its tables: $syms"
 
 note "a C program built with pkg-config against the installed headers"
 cat >prog.c <<'EOF'
