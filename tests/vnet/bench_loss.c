@@ -5,7 +5,9 @@
  * reports the median of each figure:
  *   - RPC latency p50 and p99, and their ratio to the loss-free run;
  *   - retransmitted payload bytes / payload bytes of the DATA packets lost
- *     (1.0 = only the lost ranges were resent).
+ *     (1.0 = only the lost ranges were resent), and all payload bytes sent
+ *     beyond one copy of each message (restarted requests included) / the
+ *     same lost bytes.
  * Usage: bench_loss [workload=w3] [rpcs=2000] [seeds=5] [hosts=8]
  * Virtual time, so the figures are exact for the model and repeatable. */
 #include <stdio.h>
@@ -20,7 +22,7 @@
 #define MS 1000000ull
 
 struct fig {
-    double p50, p99, ratio;
+    double p50, p99, ratio, extra;
     int failed, twice;
 };
 
@@ -74,15 +76,23 @@ static struct fig run(const homa_workload *w, int rpcs, int hosts, double loss, 
     qsort(lat, (size_t)nl, sizeof(*lat), cmp_u64);
     f.p50 = nl ? lat[nl / 2] / 1e3 : 0;
     f.p99 = nl ? lat[(size_t)nl * 99 / 100] / 1e3 : 0;
-    uint64_t rtx = 0;
+    uint64_t rtx = 0, sent = 0, useful = 0;
     for (int i = 0; i < sc.n; i++) {
         homa_counters c;
         homa_engine_counters(sc.h[i]->eng, &c);
         rtx += c.retransmit_bytes;
+        sent += c.bytes_out;
     }
+    for (int i = 0; i < sc.nrpcs; i++)
+        useful += 2 * (uint64_t)sc.rpcs[i].len; /* echo */
     struct vnet_stats vs;
     vnet_get_stats(sc.net, &vs);
     f.ratio = vs.lost_data_bytes ? (double)rtx / (double)vs.lost_data_bytes : 0;
+    /* Everything sent beyond one copy of each message, restarted requests
+     * included (those are not RESEND retransmissions). */
+    f.extra = vs.lost_data_bytes && sent > useful
+                  ? (double)(sent - useful) / (double)vs.lost_data_bytes
+                  : 0;
     free(lat);
     sc_destroy(&sc);
     return f;
@@ -105,7 +115,7 @@ int main(int argc, char **argv)
     }
     static const double losses[] = {0, 0.01, 0.05, 0.2};
     enum { NL = sizeof(losses) / sizeof(losses[0]) };
-    double p50[NL][100], p99[NL][100], ratio[NL][100];
+    double p50[NL][100], p99[NL][100], ratio[NL][100], extra[NL][100];
     int failed[NL] = {0}, twice[NL] = {0};
     for (int k = 0; k < seeds; k++)
         for (int l = 0; l < NL; l++) {
@@ -113,26 +123,29 @@ int main(int argc, char **argv)
             p50[l][k] = f.p50;
             p99[l][k] = f.p99;
             ratio[l][k] = f.ratio;
+            extra[l][k] = f.extra;
             failed[l] += f.failed;
             twice[l] += f.twice;
         }
     printf("bench_loss: %s, %d RPCs on %d hosts (echo, 10 Gb/s), medians over %d seeds\n",
            homa_workload_name(w), rpcs, hosts, seeds);
-    printf("  %-6s %10s %10s %10s %10s %14s %7s %6s\n", "loss", "p50 us", "p99 us", "p50 x",
-           "p99 x", "rtx/lost bytes", "failed", "twice");
+    printf("  %-6s %10s %10s %10s %10s %14s %16s %7s %6s\n", "loss", "p50 us", "p99 us", "p50 x",
+           "p99 x", "rtx/lost bytes", "extra/lost bytes", "failed", "twice");
     double base50 = 0, base99 = 0;
     for (int l = 0; l < NL; l++) {
         qsort(p50[l], (size_t)seeds, sizeof(double), cmp_d);
         qsort(p99[l], (size_t)seeds, sizeof(double), cmp_d);
         qsort(ratio[l], (size_t)seeds, sizeof(double), cmp_d);
+        qsort(extra[l], (size_t)seeds, sizeof(double), cmp_d);
         double m50 = p50[l][seeds / 2], m99 = p99[l][seeds / 2], mr = ratio[l][seeds / 2];
+        double mx = extra[l][seeds / 2];
         if (l == 0) {
             base50 = m50;
             base99 = m99;
         }
-        printf("  %5.0f%% %10.1f %10.1f %10.2f %10.2f %14.3f %7d %6d\n", losses[l] * 100, m50, m99,
-               base50 > 0 ? m50 / base50 : 0, base99 > 0 ? m99 / base99 : 0, mr, failed[l],
-               twice[l]);
+        printf("  %5.0f%% %10.1f %10.1f %10.2f %10.2f %14.3f %16.3f %7d %6d\n", losses[l] * 100,
+               m50, m99, base50 > 0 ? m50 / base50 : 0, base99 > 0 ? m99 / base99 : 0, mr, mx,
+               failed[l], twice[l]);
     }
     homa_workload_free(w);
     return 0;
