@@ -2022,6 +2022,9 @@ int cluster_main(int argc, char **argv)
                "%.2f\n",
                r99 >= 1 ? r99 : 1 / r99, r99 >= 1 ? "higher" : "lower", rg);
 
+    char plot_json[4096] = ""; /* --plot without --json: a temporary JSON for homa-plot */
+    if (o.plot_path && !o.json_path && cluster_plot_tmpjson(plot_json, sizeof(plot_json)) == 0)
+        o.json_path = plot_json;
     if (o.json_path) {
         FILE *f = fopen(o.json_path, "w");
         if (!f) {
@@ -2078,36 +2081,20 @@ int cluster_main(int argc, char **argv)
             json_obj_end(&j);
             fputc('\n', f);
             if (fclose(f) != 0) status = 1;
-            printf("results: %s\n", o.json_path);
+            if (!plot_json[0]) printf("results: %s\n", o.json_path);
         }
     }
     if (o.plot_path) {
-        cluster_curve cv[4];
-        memset(cv, 0, sizeof(cv));
-        const char *labels[4] = {"Homa p99", "TCP p99", "Homa p50", "TCP p50"};
-        const presult *src[4] = {H, T, H, T};
-        double qs[4] = {0.99, 0.99, 0.5, 0.5};
-        for (int c = 0; c < 4; c++) {
-            cv[c].label = labels[c];
-            cv[c].dashed = c >= 2;
-            if (!src[c]->res) continue;
-            for (int i = 0; i < src[c]->res->nbuckets; i++) {
-                const perf_bucket *b = &src[c]->res->buckets[i];
-                if (!b->slow.count) continue;
-                cv[c].x[cv[c].n] = b->hi;
-                cv[c].y[cv[c].n] = q_sd(&b->slow, qs[c]);
-                cv[c].n++;
-            }
-        }
         char title[160];
         snprintf(title, sizeof(title), "%s at %.0f%% load, %d hosts, %.3g Gbit/s: slowdown by size",
                  homa_workload_name(g.w), o.load * 100, o.hosts, (double)g_cluster.rate_bps / 1e9);
-        if (cluster_plot(o.plot_path, title, cv, 4, err, sizeof(err)) < 0) {
+        if (cluster_plot(o.json_path, o.plot_path, title, err, sizeof(err)) < 0) {
             fprintf(stderr, "homa-perf cluster: %s\n", err);
             status = 1;
         } else {
             printf("plot: %s\n", o.plot_path);
         }
+        if (plot_json[0]) unlink(plot_json);
     }
     if (o.keep_dir) printf("agent logs and records kept in %s\n", o.keep_dir);
     for (int k = 0; k < o.nprotos; k++)
