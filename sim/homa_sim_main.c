@@ -467,7 +467,7 @@ static int cmd_reproduce(struct cli *cl, const struct hsim_opts *base, bool load
         char title[96];
         snprintf(title, sizeof(title), "Homa, %d hosts, %.0f%% load: p99 slowdown", base->hosts,
                  oj[0].load * 100);
-        plot_results(cl, orr, 5, true, labels, 5, title);
+        if (plot_results(cl, orr, 5, true, labels, 5, title) != 0) failed = 1;
     }
     return failed ? 1 : 0;
 }
@@ -573,7 +573,7 @@ static int cmd_ablate(struct cli *cl, const struct hsim_opts *base)
             lp[i] = labels[i];
         char title[96];
         snprintf(title, sizeof(title), "%s: %s ablation, p99 slowdown", base->workload, cl->what);
-        plot_results(cl, res, n, true, lp, n, title);
+        if (plot_results(cl, res, n, true, lp, n, title) != 0) failed = 1;
     }
     return failed ? 1 : 0;
 }
