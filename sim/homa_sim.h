@@ -302,12 +302,6 @@ int hsim_run(struct hsim *s, struct hsim_result *r);
  * (wall time, events/s, RSS), which differ between identical runs. */
 void hsim_write_json(FILE *f, const struct hsim_result *r, bool with_wall);
 
-/* Slowdown-vs-size PNG (log-log): for one result its p50 and p99 per size
- * bucket; for several (n > 1) the p99 of each, labelled with labels[i]
- * (or the workload name).  Returns 0 or -1 (errno). */
-int hsim_plot(const char *path, const struct hsim_result *r, int n, const char *const *labels,
-              const char *title);
-
 /* ---- homa-sim fluid (homa_sim_fluid.c) ----
  * Messages as fluid: each host sends one message and receives one at a
  * time at the full link rate, matched greedily in `order` at every arrival

@@ -19,10 +19,11 @@
 #include <unistd.h>
 
 #include "homa_sim.h"
+#include "plotcall.h"
 
 struct cli {
     const char *json;  /* NULL, a path, or "-" for stdout */
-    const char *plot;  /* PNG path */
+    const char *plot;  /* figure path (.png, .svg, .pdf), drawn by homa-plot */
     bool no_wall;      /* leave wall-clock fields out of the JSON */
     double progress_s; /* 0 = quiet */
     int jobs;
@@ -47,7 +48,8 @@ static void usage(FILE *f)
           "  --json OUT              write results as JSON (- = stdout, then no table)\n"
           "  --no-wall               leave wall time, events/s and RSS out of the JSON\n"
           "                          (same seed -> byte-identical JSON)\n"
-          "  --plot PNG              slowdown vs message size, log-log\n"
+          "  --plot FILE             draw with homa-plot (.png, .svg or .pdf): slowdown vs\n"
+          "                          message size, log-log; fluid: achieved load over time\n"
           "  --progress S            progress line every S wall seconds, 0 = off   [5]\n"
           "  --quiet                 same as --progress 0\n"
           "  --jobs N                parallel runs for reproduce/ablate    [online CPUs]\n",
@@ -312,6 +314,42 @@ static FILE *open_out(const char *path)
     return f;
 }
 
+/* --plot: homa-plot draws the figure from the JSON, that of --json when it
+ * went to a file, else a temporary copy written here.  Several results
+ * (reproduce, ablate) are a list, as --json writes them. */
+static int plot_results(const struct cli *cl, const struct hsim_result *res, int n, bool list,
+                        const char *const *labels, int nlabels, const char *title)
+{
+    char tmp[4096] = "";
+    const char *json = cl->json;
+    if (!json || strcmp(json, "-") == 0) {
+        FILE *f = plotcall_tmpjson(tmp, sizeof(tmp));
+        if (!f) {
+            fprintf(stderr, "homa-sim: --plot: temporary JSON file: %s\n", strerror(errno));
+            return -1;
+        }
+        if (list) fprintf(f, "[\n");
+        for (int i = 0; i < n; i++) {
+            hsim_write_json(f, &res[i], false);
+            if (i + 1 < n) fprintf(f, ",\n");
+        }
+        if (list) fprintf(f, "]\n");
+        if (fclose(f) != 0) {
+            fprintf(stderr, "homa-sim: --plot: %s: %s\n", tmp, strerror(errno));
+            unlink(tmp);
+            return -1;
+        }
+        json = tmp;
+    }
+    struct plotcall_args a = {
+        .json = json, .out = cl->plot, .title = title, .labels = labels, .nlabels = nlabels};
+    char err[600];
+    int rc = plotcall_run(&a, err, sizeof(err));
+    if (rc != 0) fprintf(stderr, "homa-sim: --plot: %s\n", err);
+    if (tmp[0]) unlink(tmp);
+    return rc;
+}
+
 static void write_json_many(const struct cli *cl, const struct hsim_result *res, int n)
 {
     FILE *f = open_out(cl->json);
@@ -429,8 +467,7 @@ static int cmd_reproduce(struct cli *cl, const struct hsim_opts *base, bool load
         char title[96];
         snprintf(title, sizeof(title), "Homa, %d hosts, %.0f%% load: p99 slowdown", base->hosts,
                  oj[0].load * 100);
-        if (hsim_plot(cl->plot, orr, 5, labels, title) != 0)
-            fprintf(stderr, "homa-sim: %s: %s\n", cl->plot, strerror(errno));
+        if (plot_results(cl, orr, 5, true, labels, 5, title) != 0) failed = 1;
     }
     return failed ? 1 : 0;
 }
@@ -536,8 +573,7 @@ static int cmd_ablate(struct cli *cl, const struct hsim_opts *base)
             lp[i] = labels[i];
         char title[96];
         snprintf(title, sizeof(title), "%s: %s ablation, p99 slowdown", base->workload, cl->what);
-        if (hsim_plot(cl->plot, res, n > 16 ? 16 : n, lp, title) != 0)
-            fprintf(stderr, "homa-sim: %s: %s\n", cl->plot, strerror(errno));
+        if (plot_results(cl, res, n, true, lp, n, title) != 0) failed = 1;
     }
     return failed ? 1 : 0;
 }
@@ -575,7 +611,18 @@ static int cmd_fluid(const struct cli *cl, const struct hsim_opts *o)
     bool json_stdout = cl->json && strcmp(cl->json, "-") == 0;
     FILE *jf = NULL;
     if (cl->json && !(jf = open_out(cl->json))) return 1;
-    if (jf) fprintf(jf, "[\n");
+    /* --plot without a JSON file: the same JSON also goes to a temporary
+     * file for homa-plot (out[1]) */
+    char ptmp[4096] = "";
+    FILE *out[2] = {jf, NULL};
+    if (cl->plot && (!cl->json || json_stdout) &&
+        !(out[1] = plotcall_tmpjson(ptmp, sizeof(ptmp)))) {
+        fprintf(stderr, "homa-sim: --plot: temporary JSON file: %s\n", strerror(errno));
+        if (jf && jf != stdout) fclose(jf);
+        return 1;
+    }
+    for (int k = 0; k < 2; k++)
+        if (out[k]) fprintf(out[k], "[\n");
     if (!json_stdout)
         printf("homa-sim fluid: %s, %d hosts at %.0f Gb/s, load %.2f of message bytes, window "
                "%.0f-%.0f ms, seed %llu%s\n",
@@ -589,6 +636,10 @@ static int cmd_fluid(const struct cli *cl, const struct hsim_opts *o)
         if (hsim_fluid_run(&fo, &r, err, sizeof(err)) != 0) {
             fprintf(stderr, "homa-sim: %s\n", err);
             if (jf && jf != stdout) fclose(jf);
+            if (out[1]) {
+                fclose(out[1]);
+                unlink(ptmp);
+            }
             return 1;
         }
         if (!json_stdout) {
@@ -604,16 +655,31 @@ static int cmd_fluid(const struct cli *cl, const struct hsim_opts *o)
                 printf(" %.3f", r.load_slices[k]);
             printf("\n");
         }
-        if (jf) {
-            hsim_fluid_write_json(jf, &fo, &r, !cl->no_wall);
-            fprintf(jf, "%s\n", i + 1 < n ? "," : "");
+        for (int k = 0; k < 2; k++) {
+            if (!out[k]) continue;
+            hsim_fluid_write_json(out[k], &fo, &r, !cl->no_wall);
+            fprintf(out[k], "%s\n", i + 1 < n ? "," : "");
         }
     }
-    if (jf) {
-        fprintf(jf, "]\n");
-        if (jf != stdout) fclose(jf);
+    for (int k = 0; k < 2; k++)
+        if (out[k]) fprintf(out[k], "]\n");
+    int rc = 0;
+    if (jf && jf != stdout && fclose(jf) != 0) rc = 1;
+    if (cl->plot) {
+        if (out[1] && fclose(out[1]) != 0) {
+            fprintf(stderr, "homa-sim: --plot: %s: %s\n", ptmp, strerror(errno));
+            rc = 1;
+        } else {
+            struct plotcall_args a = {.json = ptmp[0] ? ptmp : cl->json, .out = cl->plot};
+            char err[600];
+            if (plotcall_run(&a, err, sizeof(err)) != 0) {
+                fprintf(stderr, "homa-sim: --plot: %s\n", err);
+                rc = 1;
+            }
+        }
+        if (ptmp[0]) unlink(ptmp);
     }
-    return 0;
+    return rc;
 }
 
 int main(int argc, char **argv)
@@ -682,10 +748,7 @@ int main(int argc, char **argv)
     if (cl.plot) {
         char title[96];
         snprintf(title, sizeof(title), "%s, %d hosts, load %.2f", r.workload, o.hosts, o.load);
-        if (hsim_plot(cl.plot, &r, 1, NULL, title) != 0) {
-            fprintf(stderr, "homa-sim: %s: %s\n", cl.plot, strerror(errno));
-            return 1;
-        }
+        if (plot_results(&cl, &r, 1, false, NULL, 0, title) != 0) return 1;
     }
     return 0;
 }

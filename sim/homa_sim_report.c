@@ -1,4 +1,4 @@
-/* homa-sim: JSON results and plots. */
+/* homa-sim: JSON results (figures: tools/plot/homa-plot draws them from it). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "homa_sim.h"
-#include "plot.h"
 
 /* JSON numbers: finite values only (a NaN or infinity becomes null). */
 static void num(FILE *f, double v, const char *fmt)
@@ -193,70 +192,6 @@ void hsim_write_json(FILE *f, const struct hsim_result *r, bool with_wall)
         fprintf(f, "}");
     }
     fprintf(f, "\n}\n");
-}
-
-int hsim_plot(const char *path, const struct hsim_result *r, int n, const char *const *labels,
-              const char *title)
-{
-    if (!r || n < 1 || n > 16) {
-        errno = EINVAL;
-        return -1;
-    }
-    struct plot_series ser[33];
-    double xs[16][HSIM_MAX_BUCKETS], y50[16][HSIM_MAX_BUCKETS], y99[16][HSIM_MAX_BUCKETS];
-    char lab[33][96];
-    int ns = 0;
-    for (int i = 0; i < n; i++) {
-        const struct hsim_result *q = &r[i];
-        int m = 0;
-        for (int b = 0; b < q->nbuckets; b++) {
-            if (q->bucket[b].count == 0) continue;
-            xs[i][m] = q->bucket[b].max_bytes > 0 ? q->bucket[b].max_bytes : 1;
-            y50[i][m] = q->bucket[b].p50;
-            y99[i][m] = q->bucket[b].p99;
-            m++;
-        }
-        const char *name = labels && labels[i] ? labels[i] : q->workload;
-        if (n == 1) {
-            snprintf(lab[ns], sizeof(lab[ns]), "p99 slowdown");
-            ser[ns] =
-                (struct plot_series){lab[ns], plot_color(1), xs[i], y99[i], (size_t)m, false, true};
-            ns++;
-            snprintf(lab[ns], sizeof(lab[ns]), "p50 slowdown");
-            ser[ns] =
-                (struct plot_series){lab[ns], plot_color(0), xs[i], y50[i], (size_t)m, false, true};
-            ns++;
-        } else {
-            snprintf(lab[ns], sizeof(lab[ns]), "%s p99", name);
-            ser[ns] = (struct plot_series){
-                lab[ns], plot_color((size_t)i), xs[i], y99[i], (size_t)m, false, true};
-            ns++;
-        }
-    }
-    /* the goal for short messages: p99 slowdown 3.5 */
-    static double gx[2] = {1, 1e9}, gy[2] = {3.5, 3.5};
-    ser[ns++] = (struct plot_series){"3.5 (goal, short msgs)", 0x777777, gx, gy, 2, true, false};
-    double ymax = 4;
-    for (int i = 0; i < ns - 1; i++)
-        for (size_t j = 0; j < ser[i].n; j++)
-            if (ser[i].y[j] > ymax) ymax = ser[i].y[j];
-    double xmin = 1e12, xmax = 1;
-    for (int i = 0; i < ns - 1; i++)
-        for (size_t j = 0; j < ser[i].n; j++) {
-            if (ser[i].x[j] < xmin) xmin = ser[i].x[j];
-            if (ser[i].x[j] > xmax) xmax = ser[i].x[j];
-        }
-    if (xmin > xmax) xmin = 1, xmax = 10;
-    struct plot_spec sp = {
-        .title = title,
-        .x = {"message size (bytes, upper edge of each size bucket)", true,
-              pow(10, floor(log10(xmin))), pow(10, ceil(log10(xmax)))},
-        .y = {"slowdown (completion time / ideal)", true, 1, pow(10, ceil(log10(ymax * 1.05)))},
-        .series = ser,
-        .nseries = (size_t)ns,
-    };
-    if (sp.x.max <= sp.x.min) sp.x.max = sp.x.min * 10;
-    return plot_write_png(path, &sp);
 }
 
 const char *hsim_fluid_order_name(int order)

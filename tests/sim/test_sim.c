@@ -1,5 +1,5 @@
 /* homa-sim tests: small topologies with known answers, determinism, the
- * model helpers (ideal times, priority cutoffs) and the PNG writer. */
+ * model helpers (ideal times, priority cutoffs). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,7 +12,6 @@
 #include <cmocka.h>
 
 #include "homa_sim.h"
-#include "plot.h"
 #include "vnet.h"
 
 #define US 1000ull
@@ -659,13 +658,6 @@ static void ideal__closed_form(void **state)
     assert_true(hsim_percentile(v, 5, 0) == 1);
 }
 
-/* ---- PNG ---- */
-
-static uint32_t be32(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
 /* Timer options reach every host's engine; bad values are refused. */
 static void opts__timer_settings_reach_the_engine(void **state)
 {
@@ -729,79 +721,6 @@ static void opts__default_overcommit_per_workload(void **state)
     assert_int_equal(hsim_default_overcommit("mine.cdf"), 8);
 }
 
-static void plot__writes_valid_png(void **state)
-{
-    (void)state;
-    /* known check values */
-    assert_int_equal(plot_crc32(0, (const uint8_t *)"123456789", 9), 0xCBF43926u);
-    assert_int_equal(plot_adler32(1, (const uint8_t *)"Wikipedia", 9), 0x11E60398u);
-
-    double x[4] = {10, 100, 1000, 1e6}, y[4] = {1.1, 1.5, 2.5, 9};
-    struct plot_series s = {"p99", 0xD62728, x, y, 4, false, true};
-    struct plot_spec sp = {.title = "test chart",
-                           .x = {"size", true, 0, 0},
-                           .y = {"slowdown", true, 0, 0},
-                           .width = 320,
-                           .height = 200,
-                           .series = &s,
-                           .nseries = 1};
-    uint8_t *png;
-    size_t len;
-    assert_int_equal(plot_render_png(&sp, &png, &len), 0);
-    static const uint8_t sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
-    assert_memory_equal(png, sig, 8);
-    /* walk the chunks: every CRC must match; IHDR first, IEND last */
-    size_t off = 8;
-    int chunks = 0;
-    bool ihdr = false, iend = false;
-    uint8_t *idat = NULL;
-    size_t idat_len = 0;
-    while (off + 12 <= len) {
-        uint32_t n = be32(png + off);
-        assert_true(off + 12 + n <= len);
-        const uint8_t *type = png + off + 4;
-        uint32_t crc = plot_crc32(0, type, 4 + n);
-        assert_int_equal(crc, be32(png + off + 8 + n));
-        if (chunks == 0) {
-            assert_memory_equal(type, "IHDR", 4);
-            assert_int_equal(be32(type + 4), 320);
-            assert_int_equal(be32(type + 8), 200);
-            ihdr = true;
-        }
-        if (memcmp(type, "IDAT", 4) == 0) {
-            idat = (uint8_t *)type + 4;
-            idat_len = n;
-        }
-        if (memcmp(type, "IEND", 4) == 0) iend = true;
-        off += 12 + n;
-        chunks++;
-    }
-    assert_true(ihdr && iend && idat);
-    assert_int_equal(off, len);
-    /* zlib stream of stored blocks: inflate it by hand, check Adler-32 and
-     * that some pixel carries the series colour's palette index */
-    assert_int_equal(idat[0], 0x78);
-    assert_int_equal((idat[0] * 256 + idat[1]) % 31, 0);
-    size_t raw_cap = (320 + 1) * 200, raw_n = 0, p = 2;
-    uint8_t *raw = malloc(raw_cap);
-    for (;;) {
-        uint8_t hdr = idat[p];
-        uint32_t blen = idat[p + 1] | (uint32_t)idat[p + 2] << 8;
-        uint32_t nlen = idat[p + 3] | (uint32_t)idat[p + 4] << 8;
-        assert_int_equal(blen ^ 0xFFFF, nlen);
-        assert_true(raw_n + blen <= raw_cap);
-        memcpy(raw + raw_n, idat + p + 5, blen);
-        raw_n += blen;
-        p += 5 + blen;
-        if (hdr & 1) break;
-    }
-    assert_int_equal(raw_n, raw_cap);
-    assert_int_equal(plot_adler32(1, raw, raw_n), be32(idat + p));
-    assert_int_equal(p + 4, idat_len);
-    free(raw);
-    free(png);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -822,7 +741,6 @@ int main(void)
         cmocka_unit_test(fluid__srpt_blocks_a_free_pair),
         cmocka_unit_test(fluid__overcommit_limits_active_set),
         cmocka_unit_test(fluid__light_load_carried),
-        cmocka_unit_test(plot__writes_valid_png),
         cmocka_unit_test(opts__timer_settings_reach_the_engine),
         cmocka_unit_test(opts__default_overcommit_per_workload),
     };

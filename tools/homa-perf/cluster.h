@@ -156,16 +156,12 @@ void cluster_qmon_free(cluster_qmon *q);
 int cluster_main(int argc, char **argv);
 int cluster_agent_main(int argc, char **argv);
 
-/* PNG chart writer (cluster_plot.c): slowdown against message length. */
-typedef struct cluster_curve {
-    const char *label;
-    int n;
-    double x[PERF_MAX_BUCKETS];
-    double y[PERF_MAX_BUCKETS];
-    int dashed;
-} cluster_curve;
-
-int cluster_plot(const char *path, const char *title, const cluster_curve *curves, int ncurves,
-                 char *err, size_t errlen);
+/* --plot (cluster_plot.c): homa-plot draws slowdown against message length
+ * from the JSON at json_path into out_path.  0, or -1 with a message in err.
+ * cluster_plot_tmpjson makes an empty temporary file for the JSON when only
+ * --plot was given (0, or -1). */
+int cluster_plot(const char *json_path, const char *out_path, const char *title, char *err,
+                 size_t errlen);
+int cluster_plot_tmpjson(char *buf, size_t len);
 
 #endif

@@ -1,48 +1,38 @@
-/* homa-perf cluster: the slowdown chart (PNG), drawn with tools/common/plot.
- *
- * The plot library is compiled into homa-perf from here, because the
- * homa-perf target (tools/CMakeLists.txt) builds the files of this
- * directory only.  If the build ever links the homa_plot library into
- * homa-perf as well, nothing breaks: the linker takes no member of a static
- * library whose symbols are already defined.  Do not also add plot.c to the
- * homa-perf sources. */
+/* homa-perf cluster --plot: homa-plot (tools/plot, matplotlib) draws the
+ * slowdown chart from the run's JSON (tools/common/plotcall). */
 #include "cluster.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
-#include "../common/plot.c"
+#include "plotcall.h"
 
-int cluster_plot(const char *path, const char *title, const cluster_curve *curves, int ncurves,
-                 char *err, size_t errlen)
+int cluster_plot_tmpjson(char *buf, size_t len)
 {
-    struct plot_series s[8];
-    int n = 0;
-    for (int i = 0; i < ncurves && n < 8; i++) {
-        if (curves[i].n <= 0) continue;
-        s[n].label = curves[i].label;
-        /* Same colour for both curves of a protocol: even = Homa, odd = TCP. */
-        s[n].rgb = (i % 2) == 0 ? 0x1f77b4 : 0xd62728;
-        s[n].x = curves[i].x;
-        s[n].y = curves[i].y;
-        s[n].n = (size_t)curves[i].n;
-        s[n].dashed = curves[i].dashed != 0;
-        s[n].markers = true;
-        n++;
-    }
-    struct plot_spec sp;
-    memset(&sp, 0, sizeof(sp));
-    sp.title = title;
-    sp.x.label = "message length (bytes, upper end of size bucket)";
-    sp.x.log = true;
-    sp.y.label = "slowdown (RPC time / best case on the idle cluster)";
-    sp.y.log = true;
-    sp.series = s;
-    sp.nseries = (size_t)n;
-    if (plot_write_png(path, &sp) < 0) {
-        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+    FILE *f = plotcall_tmpjson(buf, len);
+    if (!f) {
+        buf[0] = '\0';
         return -1;
     }
+    /* cluster_main reopens it by name to write the JSON */
+    fclose(f);
     return 0;
+}
+
+int cluster_plot(const char *json_path, const char *out_path, const char *title, char *err,
+                 size_t errlen)
+{
+    if (!json_path || access(json_path, R_OK) != 0) {
+        snprintf(err, errlen, "no plot: the JSON %s was not written",
+                 json_path ? json_path : "(none)");
+        return -1;
+    }
+    struct plotcall_args a = {.json = json_path,
+                              .out = out_path,
+                              .kind = "cluster",
+                              .figure = "slowdown",
+                              .title = title};
+    return plotcall_run(&a, err, errlen);
 }

@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "json.h"
 
@@ -348,11 +349,14 @@ int cluster_report(const copts o, const wlgen g, const presult *res, int hi, int
                "%.2f\n",
                r99 >= 1 ? r99 : 1 / r99, r99 >= 1 ? "higher" : "lower", rg);
 
-    if (o.json_path) {
-        FILE *f = fopen(o.json_path, "w");
+    char plot_json[4096] = ""; /* --plot without --json: a temporary JSON for homa-plot */
+    const char *json_path = o.json_path;
+    if (o.plot_path && !json_path && cluster_plot_tmpjson(plot_json, sizeof(plot_json)) == 0)
+        json_path = plot_json;
+    if (json_path) {
+        FILE *f = fopen(json_path, "w");
         if (!f) {
-            fprintf(stderr, "homa-perf cluster: cannot write %s: %s\n", o.json_path,
-                    strerror(errno));
+            fprintf(stderr, "homa-perf cluster: cannot write %s: %s\n", json_path, strerror(errno));
             status = 1;
         } else {
             json_writer j;
@@ -404,36 +408,20 @@ int cluster_report(const copts o, const wlgen g, const presult *res, int hi, int
             json_obj_end(&j);
             fputc('\n', f);
             if (fclose(f) != 0) status = 1;
-            printf("results: %s\n", o.json_path);
+            if (!plot_json[0]) printf("results: %s\n", json_path);
         }
     }
     if (o.plot_path) {
-        cluster_curve cv[4];
-        memset(cv, 0, sizeof(cv));
-        const char *labels[4] = {"Homa p99", "TCP p99", "Homa p50", "TCP p50"};
-        const presult *src[4] = {H, T, H, T};
-        double qs[4] = {0.99, 0.99, 0.5, 0.5};
-        for (int c = 0; c < 4; c++) {
-            cv[c].label = labels[c];
-            cv[c].dashed = c >= 2;
-            if (!src[c]->res) continue;
-            for (int i = 0; i < src[c]->res->nbuckets; i++) {
-                const perf_bucket *b = &src[c]->res->buckets[i];
-                if (!b->slow.count) continue;
-                cv[c].x[cv[c].n] = b->hi;
-                cv[c].y[cv[c].n] = q_sd(&b->slow, qs[c]);
-                cv[c].n++;
-            }
-        }
         char title[160];
         snprintf(title, sizeof(title), "%s at %.0f%% load, %d hosts, %.3g Gbit/s: slowdown by size",
                  homa_workload_name(g.w), o.load * 100, o.hosts, (double)g_cluster.rate_bps / 1e9);
-        if (cluster_plot(o.plot_path, title, cv, 4, err, sizeof(err)) < 0) {
+        if (cluster_plot(json_path, o.plot_path, title, err, sizeof(err)) < 0) {
             fprintf(stderr, "homa-perf cluster: %s\n", err);
             status = 1;
         } else {
             printf("plot: %s\n", o.plot_path);
         }
+        if (plot_json[0]) unlink(plot_json);
     }
     return status;
 }

@@ -1,0 +1,47 @@
+/* plotcall: runs homa-plot (tools/plot/homa-plot, python3 + matplotlib) on
+ * a JSON file that a tool wrote, for the tools' --plot options.
+ *
+ * homa-plot is found at: $HOMA_PLOT (if set and not empty), next to the
+ * running executable (/proc/self/exe), the source tree (HOMA_PLOT_SOURCE,
+ * a compile definition), then on PATH.  It runs as a child process
+ * (posix_spawn, no shell); failures come back as a message, never a crash.
+ *
+ * Shared by homa-sim and homa-perf; knows nothing about either. */
+#ifndef HOMA_PLOTCALL_H
+#define HOMA_PLOTCALL_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct plotcall_args {
+    const char *json;          /* input: a JSON file of a libhoma tool */
+    const char *out;           /* the figure: .png, .svg or .pdf */
+    const char *kind;          /* homa-plot --kind; NULL = detected from the JSON */
+    const char *figure;        /* homa-plot --figure; NULL = the kind's default */
+    const char *title;         /* NULL = homa-plot's own */
+    const char *const *labels; /* --label for each run in order; may be NULL */
+    int nlabels;
+};
+
+/* Where homa-plot is: writes its path into buf (or "homa-plot" when only a
+ * PATH search is left) and returns 0; -1 with a message in err when
+ * $HOMA_PLOT names something that cannot be run. */
+int plotcall_find(char *buf, size_t len, char *err, size_t errlen);
+
+/* Runs homa-plot and waits for it.  Returns 0 when it drew the figure, -1
+ * with a message in err otherwise (homa-plot not found, python3 or
+ * matplotlib missing, homa-plot failed; its own message went to stderr). */
+int plotcall_run(const struct plotcall_args *a, char *err, size_t errlen);
+
+/* A fresh temporary file for a JSON to plot: its path goes into buf (at
+ * least 64 bytes) and the open stream is returned, or NULL with errno set. */
+FILE *plotcall_tmpjson(char *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
