@@ -7,7 +7,7 @@
 #   bash scripts/readme-figures.sh [BUILD_DIR]    # default build/
 #
 # The cluster figure needs root (network namespaces); without it, that
-# figure is skipped with the reason.  Takes about 3 minutes on 2 cores.
+# figure is skipped with the reason.  Takes about 4 minutes on 2 cores.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 B=${1:-$ROOT/build}
@@ -29,6 +29,17 @@ echo "== loopback: 100-byte round trips, Homa vs TCP"
 tail -n 1 "$OUT/compare-rtt.txt" >"$OUT/compare-rtt.json"
 rm -f "$OUT/compare-rtt.txt"
 "$PLOT" -q "$OUT/compare-rtt.json" --figure latency -o "$OUT/compare-rtt-latency.png"
+
+echo "== loopback: 1 MB RPCs, 8 in flight, Homa vs TCP"
+"$B/tools/homa-perf" compare --test tput --seconds 3 --json >"$OUT/compare-tput.txt"
+tail -n 1 "$OUT/compare-tput.txt" >"$OUT/compare-tput.json"
+rm -f "$OUT/compare-tput.txt"
+"$PLOT" -q "$OUT/compare-tput.json" --figure goodput -o "$OUT/compare-tput-goodput.png"
+
+echo "== allreduce, 4 ranks on loopback: Homa vs gloo"
+PYTHONPATH=$B/python /usr/bin/python3 "$ROOT/python/bench/allreduce_bench.py" --ranks 4 \
+    --sizes 4K,64K,1M,4M,16M --scale 0.3 --json "$OUT/allreduce.json" >/dev/null
+"$PLOT" -q "$OUT/allreduce.json" --figure latency -o "$OUT/allreduce-latency.png"
 
 if [[ $(id -u) -eq 0 ]]; then
     echo "== emulated cluster: W4 at 80 % load, 4 hosts"
