@@ -31,12 +31,14 @@ TOOL_PAGES = {
     "homa-sim": "homa-sim.1",
     "homa-coll-bench": "homa-coll-bench.1",
     "homa-cluster": "homa-cluster.8",
+    "homa-plot": "homa-plot.1",
 }
 TOOL_SOURCES = {
     "homa-perf": ["tools/homa-perf/*.c"],
     "homa-sim": ["sim/homa_sim*.c"],
     "homa-coll-bench": ["tools/homa-coll-bench/*.c"],
     "homa-cluster": ["scripts/homa-cluster"],
+    "homa-plot": ["tools/plot/homa-plot"],
 }
 # Each tool's help screens: argument lists that print one.
 TOOL_HELPS = {
@@ -44,6 +46,7 @@ TOOL_HELPS = {
     "homa-sim": [["--help"]],
     "homa-coll-bench": [["--help"]],
     "homa-cluster": [["--help"]],
+    "homa-plot": [["--help"]],
 }
 
 
