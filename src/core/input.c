@@ -764,7 +764,13 @@ static bool check_rpc(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t no
      * others: its prods and their answers may have been lost, or stretched
      * out behind a long backlog. */
     uint64_t timeout = (uint64_t)c->timeout_ticks * c->tick_ns;
-    bool port_silent = now - homa_peer_port_heard(rpc->peer, rpc->peer_port) >= timeout;
+    uint64_t port_quiet = now - homa_peer_port_heard(rpc->peer, rpc->peer_port);
+    bool port_silent = port_quiet >= timeout;
+    /* Stretched prods (below) may come less than once a timeout; a port not
+     * heard from for a quarter of one gets its prods at the plain interval
+     * (still within the per-peer budget), so that a live but busy port
+     * always answers in time and only a dead one stays silent. */
+    bool port_doubt = port_quiet >= timeout / 4;
     bool dead = (silent >= timeout && port_silent) || rpc->unknowns >= HOMA_UNKNOWNS_FATAL;
     struct homa_msgin *m = &rpc->in;
 
@@ -778,7 +784,8 @@ static bool check_rpc(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t no
         if (dead) return true;
         if (homa_out_done(&rpc->out)) {
             /* Also tells a client that lost part of the response to ask. */
-            uint64_t every = prod_interval(eng, rpc, (uint64_t)c->need_ack_ticks * c->tick_ns);
+            uint64_t base = (uint64_t)c->need_ack_ticks * c->tick_ns;
+            uint64_t every = port_doubt ? base : prod_interval(eng, rpc, base);
             if (since_prod >= every && take_budget(eng, rpc->peer, false)) {
                 send_simple(eng, HOMA_PKT_NEED_ACK, rpc->id, &rpc->peer->addr, rpc->port->num,
                             rpc->peer_port);
@@ -838,7 +845,7 @@ static bool check_rpc(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t no
          * a lost response is also asked for when the server's NEED_ACK
          * arrives. */
         bool recovery = !rpc->confirmed;
-        uint64_t every = prod_interval(eng, rpc, resend_base);
+        uint64_t every = port_doubt ? resend_base : prod_interval(eng, rpc, resend_base);
         if (recovery) {
             uint64_t backoff = resend_base << (rpc->probes < 5 ? rpc->probes : 5);
             if (backoff < every) every = backoff;
