@@ -1384,6 +1384,13 @@ int homa_recv(homa_socket *s, unsigned flags, uint64_t id, int64_t timeout_ns, h
         pass_token(rt);
         rt->last_app_poll = now_ns();
         rc = try_recv(rt, s, flags, id, msg);
+    } else if (rc == HOMA_ERR_AGAIN && timeout_ns == 0 && rt->poller == POLLER_BG) {
+        /* The background thread holds the token, most likely asleep in
+         * epoll: every packet would then wait for that thread to be
+         * scheduled before this caller could see it.  Mark the application
+         * as polling, so bg_poll hands the token back after its next pass
+         * and the caller's next non-blocking call reads the sockets itself. */
+        rt->last_app_poll = now_ns();
     }
     if (rc != HOMA_ERR_AGAIN || timeout_ns == 0) {
         if (rc == HOMA_ERR_AGAIN && flags == HOMA_RECV_ANY && id == 0 && s->efd_armed) {
