@@ -672,7 +672,7 @@ static void request_missing(struct homa_engine *eng, struct homa_rpc *rpc, uint6
 static void resend_response_start(struct homa_engine *eng, struct homa_rpc *rpc)
 {
     const homa_config *c = &eng->cfg;
-    send_resend(eng, rpc, 0, c->unsched_bytes ? c->unsched_bytes : c->max_payload,
+    send_resend(eng, rpc, 0, c->unsched_bytes ? c->unsched_bytes : rpc->peer->max_payload,
                 (uint8_t)(c->num_priorities - 1));
 }
 

@@ -200,6 +200,7 @@ struct homa_peer_port {
 
 struct homa_peer {
     homa_addr addr;
+    uint32_t max_payload; /* DATA payload per packet on the path to it */
     struct homa_peer *hnext;
     uint32_t cutoffs[HOMA_NUM_PRIORITIES]; /* the peer's, for our unscheduled data */
     uint16_t cutoff_version;

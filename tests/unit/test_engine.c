@@ -635,6 +635,42 @@ static void homa_engine_timer__unknowns_fail_only_after_timeout(void **state)
     pair_destroy(&p);
 }
 
+static uint32_t payload_1000(void *ctx, const homa_addr *addr)
+{
+    (void)ctx;
+    (void)addr;
+    return 1000;
+}
+
+/* Records the largest DATA packet each side sent. */
+static int max_data_len(void *arg, int from, const struct pair_pkt *pk)
+{
+    size_t *max = arg;
+    if (pk->type == HOMA_PKT_DATA && pk->len > max[from]) max[from] = pk->len;
+    return 0;
+}
+
+/* ops.path_payload sets the packet size per peer: the client, told its
+ * path to the server carries 1,000-byte payloads, sends no larger DATA;
+ * the server (no hook) uses max_payload (1,400). */
+static void homa_engine_output__packets_follow_path_payload(void **state)
+{
+    (void)state;
+    struct pair p;
+    setup_pair(&p, NULL);
+    homa_engine_destroy(p.e[0]);
+    homa_engine_ops ops = {.path_payload = payload_1000};
+    assert_int_equal(homa_engine_create(NULL, &ops, &p.e[0]), 0);
+    assert_int_equal(homa_engine_port_open(p.e[0], CPORT), 0);
+    size_t max[2] = {0, 0};
+    p.filter = max_data_len;
+    p.filter_arg = max;
+    echo_rpc(&p, 30000);
+    assert_int_equal(max[0], HOMA_DATA_HDR_LEN + 1000);
+    assert_int_equal(max[1], HOMA_DATA_HDR_LEN + 1400);
+    pair_destroy(&p);
+}
+
 /* A server that gives up on a silent client after the request reached the
  * application leaves a tombstone: if the client comes back and restarts
  * the request (same id), it is dropped as completed, never served twice;
@@ -1229,6 +1265,7 @@ int main(void)
         cmocka_unit_test(homa_engine_input__duplicate_request_after_ack_not_redelivered),
         cmocka_unit_test(homa_engine_input__rpc_unknown_restarts_request),
         cmocka_unit_test(homa_engine_timer__unknowns_fail_only_after_timeout),
+        cmocka_unit_test(homa_engine_output__packets_follow_path_payload),
         cmocka_unit_test(homa_engine_abort__frees_and_server_cleans_up),
         cmocka_unit_test(homa_engine_input__memory_cap_refuses_new_messages),
         cmocka_unit_test(homa_engine_recv__flags_and_id),
