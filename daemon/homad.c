@@ -134,7 +134,7 @@ static void reclaim(struct client *c)
     }
     if (c->cq_efd >= 0) close(c->cq_efd);
     if (c->base != NULL) munmap(c->base, c->bytes);
-    if (opts.verbose)
+    if (opts.verbose && c->ready)
         fprintf(stderr, "homad: process %d (uid %u) gone, reclaimed\n", (int)c->pid,
                 (unsigned)c->uid);
     for (struct client **pp = &clients; *pp != NULL; pp = &(*pp)->next) {
