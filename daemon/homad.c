@@ -317,7 +317,8 @@ static int exec_cmd(struct client *c, const struct homad_cmd *cmd, struct homad_
         return 1;
     }
     struct dsock *d = NULL;
-    if (cmd->op != HOMAD_OP_OPEN && cmd->op != HOMAD_OP_RELEASE && cmd->op != HOMAD_OP_COUNTERS) {
+    if (cmd->op != HOMAD_OP_OPEN && cmd->op != HOMAD_OP_RELEASE && cmd->op != HOMAD_OP_COUNTERS &&
+        cmd->op != HOMAD_OP_STATS) {
         /* A port belongs to the process that bound it. */
         d = find_sock(c, cmd->port);
         if (d == NULL) {
@@ -380,6 +381,30 @@ static int exec_cmd(struct client *c, const struct homad_cmd *cmd, struct homad_
         c->pc.rx_slots_held = c->rx.held;
         memcpy(&k->proc, &c->pc, sizeof(c->pc));
         k->processes = nclients;
+        return 1;
+    }
+    case HOMAD_OP_STATS: {
+        /* Other users' processes are shown to root only. */
+        int slot = homad_rx_take(&c->rx);
+        if (slot < 0) {
+            e->result = HOMA_ERR_AGAIN;
+            return 1;
+        }
+        uint8_t *out = c->v.rx + (uint64_t)slot * c->v.slot_size;
+        size_t len = 0;
+        for (struct client *o = clients; o != NULL; o = o->next) {
+            if (!o->ready || (c->uid != 0 && o->uid != c->uid)) continue;
+            if (len + sizeof(struct homad_proc_row) > c->v.slot_size) break;
+            struct homad_proc_row r = {.pid = (int32_t)o->pid, .uid = (uint32_t)o->uid};
+            r.pc = o->pc;
+            r.pc.ports_open = o->nports;
+            r.pc.rpcs_live = o->rpcs;
+            r.pc.rx_slots_held = o->rx.held;
+            memcpy(out + len, &r, sizeof(r));
+            len += sizeof(r);
+        }
+        e->slot = (uint32_t)slot;
+        e->len = (uint32_t)len;
         return 1;
     }
     case HOMAD_OP_LINGER: {
@@ -600,6 +625,7 @@ int main(int argc, char **argv)
 {
     int rc = homad_parse_args(&opts, argc, argv);
     if (rc != 0) return rc < 0 ? 2 : 0; /* rc > 0: --help or --version printed */
+    if (opts.stats) return homad_stats(&opts);
 
     homa_runtime_options ro;
     homa_runtime_options_default(&ro);

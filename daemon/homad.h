@@ -26,6 +26,7 @@ struct homad_opts {
     uint32_t max_rpcs, max_ports, max_procs;
     uint32_t busy_poll_us;
     uint32_t verbose;
+    int stats, json; /* --stats [--json]: print a running homad's counters */
     /* Engine settings (0 = the runtime's default). */
     uint32_t mtu, max_message_length, unsched_bytes, timeout_ticks, tick_us;
     uint64_t link_bps, max_rx_bytes;
@@ -36,6 +37,8 @@ struct homad_opts {
 /* Parses flags and the config file they name (flags win).  Returns 0, 1
  * if --help/--version was printed, or -1 after printing an error. */
 int homad_parse_args(struct homad_opts *o, int argc, char **argv);
+/* homad --stats: returns the exit status. */
+int homad_stats(const struct homad_opts *o);
 /* Applies the engine settings to runtime options. */
 void homad_engine_options(const struct homad_opts *o, homa_runtime_options *ro);
 /* 1 if `uid` may bind `port` (1..65535). */

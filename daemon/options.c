@@ -190,15 +190,17 @@ static void usage(FILE *out)
     fprintf(out, "usage: homad [options]\n"
                  "Serves the host's single Homa engine to its processes over a unix socket\n"
                  "(clients: HOMA_DAEMON=PATH or homa_runtime_connect()).\n\n"
-                 "  --config FILE        read settings (`key value`, `bind UID|* LOW-HIGH`)\n"
-                 "  --help               this text\n"
-                 "  --version            print the version\n");
+                 "  --config FILE             read settings (`key value`, `bind UID|* LOW-HIGH`)\n"
+                 "  --stats [--json]          print the counters of the homad serving --socket\n"
+                 "  --help                    this text\n"
+                 "  --version                 print the version\n");
     for (size_t i = 0; i < NKEYS; i++) {
         char flag[64];
         snprintf(flag, sizeof(flag), "--%s", keys[i].name);
         for (char *p = flag; *p; p++)
             if (*p == '_') *p = '-';
-        fprintf(out, "  %-20s %s\n", flag, keys[i].help);
+        strcat(flag, keys[i].kind == K_STR ? " PATH" : keys[i].kind == K_MODE ? " MODE" : " N");
+        fprintf(out, "  %-25s %s\n", flag, keys[i].help);
     }
     fprintf(out, "\nWithout bind rules: uid 0 may bind any port, other users 1024-65535;\n"
                  "port 0 (an ephemeral port) is always allowed.\n");
@@ -239,6 +241,10 @@ int homad_parse_args(struct homad_opts *o, int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--config") == 0) {
             i++;
+            continue;
+        }
+        if (strcmp(argv[i], "--stats") == 0 || strcmp(argv[i], "--json") == 0) {
+            *(argv[i][2] == 's' ? &o->stats : &o->json) = 1;
             continue;
         }
         char key[64];

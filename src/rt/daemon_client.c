@@ -482,6 +482,29 @@ int homa_dc_counters(struct homa_dc *dc, homa_counters *engine, homa_driver_coun
     return rc;
 }
 
+long homa_dc_stats(struct homa_dc *dc, void *buf, size_t cap)
+{
+    struct homad_cmd c;
+    memset(&c, 0, sizeof(c));
+    c.op = HOMAD_OP_STATS;
+    struct homad_cqe e;
+    pthread_mutex_lock(&dc->lock);
+    long rc = do_cmd(dc, &c, NULL, &e);
+    if (rc == 0) {
+        if (e.slot < dc->v.nrx && e.len <= dc->v.slot_size) {
+            size_t n = e.len < cap ? e.len : cap;
+            memcpy(buf, dc->v.rx + (uint64_t)e.slot * dc->v.slot_size, n);
+            rc = (long)n;
+            release_slot(dc, e.slot);
+            flush_releases(dc);
+        } else {
+            rc = HOMA_ERR_INVAL;
+        }
+    }
+    pthread_mutex_unlock(&dc->lock);
+    return rc;
+}
+
 /* --------------------------------------------------------------- sockets */
 
 int homa_dc_open(struct homa_dc *dc, uint16_t port, struct homa_dcsock **out, uint16_t *bound)

@@ -16,6 +16,9 @@ int homa_dc_connect(const char *path, uint64_t busy_poll_ns, struct homa_dc **ou
                     homa_config *cfg);
 void homa_dc_destroy(struct homa_dc *dc);
 int homa_dc_counters(struct homa_dc *dc, homa_counters *engine, homa_driver_counters *driver);
+/* homad's per-process table (struct homad_proc_row[], homad --stats):
+ * copies up to cap bytes into buf; returns the byte count or an error. */
+long homa_dc_stats(struct homa_dc *dc, void *buf, size_t cap);
 
 int homa_dc_open(struct homa_dc *dc, uint16_t port, struct homa_dcsock **out, uint16_t *bound);
 void homa_dc_close(struct homa_dcsock *s);

@@ -132,6 +132,7 @@ int homad_cmd_check(const struct homad_view *v, const struct homad_cmd *c)
         return c->slot < v->nrx && c->port == 0 && c->len == 0 ? 0 : HOMA_ERR_INVAL;
     case HOMAD_OP_OPEN:
     case HOMAD_OP_COUNTERS:
+    case HOMAD_OP_STATS:
         return c->slot == 0 && c->len == 0 && c->id == 0 ? 0 : HOMA_ERR_INVAL;
     case HOMAD_OP_CLOSE:
     case HOMAD_OP_ABORT:

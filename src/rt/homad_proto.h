@@ -45,6 +45,7 @@ enum homad_op {
     HOMAD_OP_RELEASE,  /* slot (an RX slot) -> nothing */
     HOMAD_OP_COUNTERS, /* -> counters area filled, then DONE */
     HOMAD_OP_LINGER,   /* port, id = timeout ns (UINT64_MAX forever) -> DONE when idle */
+    HOMAD_OP_STATS,    /* -> DONE: slot, len = an RX slot of homad_proc_row (release it) */
     HOMAD_OP__COUNT
 };
 
@@ -128,6 +129,13 @@ struct homad_proc_counters {
 #define HOMAD_PC_FIELD(name, desc) uint64_t name;
     HOMAD_PROC_COUNTER_LIST(HOMAD_PC_FIELD)
 #undef HOMAD_PC_FIELD
+};
+
+/* One process in a STATS table. */
+struct homad_proc_row {
+    int32_t pid;
+    uint32_t uid;
+    struct homad_proc_counters pc;
 };
 
 /* The counters area (COUNTERS fills it). */
