@@ -4,12 +4,14 @@
  *
  *   homad_app server PORT N      answer N requests: reply = request bytes
  *                                reversed (payload verified first)
- *   homad_app client PORT N      N verified RPCs to 127.0.0.1:PORT, sizes
- *                                from 1 byte to 1 MB
+ *   homad_app client PORT N [T]  N verified RPCs to 127.0.0.1:PORT, sizes
+ *                                from 1 byte to 1 MB, in each of T threads
+ *                                (default 1), each with its own socket
  *   homad_app hang PORT          open PORT, send a request to PORT+1 (nobody
  *                                answers), print "ready", sleep (to be killed)
  *
  * Exit 0 on success; messages on stderr otherwise. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,6 +81,24 @@ static int client(homa_socket *s, uint16_t port, int n)
     return 0;
 }
 
+struct worker {
+    homa_runtime *rt;
+    uint16_t port;
+    int n;
+    int rc;
+};
+
+static void *client_thread(void *arg)
+{
+    struct worker *w = arg;
+    homa_socket *s;
+    w->rc = homa_socket_open(w->rt, 0, &s);
+    if (w->rc != 0) return NULL;
+    w->rc = client(s, w->port, w->n);
+    homa_socket_close(s);
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
@@ -99,7 +119,22 @@ int main(int argc, char **argv)
         fflush(stdout);
         rc = server(s, n);
     } else if (is_client) {
-        rc = client(s, port, n);
+        int nt = argc > 4 ? atoi(argv[4]) : 1;
+        if (nt <= 1) {
+            rc = client(s, port, n);
+        } else {
+            struct worker w[16];
+            pthread_t t[16];
+            if (nt > 16) nt = 16;
+            for (int i = 0; i < nt; i++) {
+                w[i] = (struct worker){.rt = rt, .port = port, .n = n};
+                pthread_create(&t[i], NULL, client_thread, &w[i]);
+            }
+            for (int i = 0; i < nt; i++) {
+                pthread_join(t[i], NULL);
+                if (w[i].rc != 0) rc = w[i].rc;
+            }
+        }
     } else if (strcmp(argv[1], "hang") == 0) {
         homa_endpoint dst;
         homa_endpoint_from_host("127.0.0.1", (uint16_t)(port + 1), &dst);

@@ -167,6 +167,33 @@ static void homad__two_processes_rpc(void **state)
     assert_true(c.client_completed >= 28);
     assert_true(c.server_replies >= 28);
     homa_runtime_destroy(rt);
+
+    /* A client with 4 threads, each with its own socket, against one
+     * server: the client library's single connection is shared. */
+    srv = spawn_app_ready("server", (uint16_t)(base_port + 2), 4 * 14);
+    snprintf(p, sizeof(p), "%u", base_port + 2);
+    char *argv4[] = {(char *)HOMAD_APP_EXE, (char *)"client", p, (char *)"14", (char *)"4", NULL};
+    cli = spawn(argv4, -1);
+    assert_int_equal(wait_exit(cli, 60000), 0);
+    assert_int_equal(wait_exit(srv, 10000), 0);
+
+    /* homad --stats --json lists the processes and the host's counters. */
+    int pfd[2];
+    assert_int_equal(pipe(pfd), 0);
+    char *sargv[] = {(char *)HOMAD_EXE,  (char *)"--stats", (char *)"--json",
+                     (char *)"--socket", sock_path,         NULL};
+    pid_t st = spawn(sargv, pfd[1]);
+    close(pfd[1]);
+    char buf[16384];
+    size_t got = 0;
+    ssize_t r;
+    while (got < sizeof(buf) - 1 && (r = read(pfd[0], buf + got, sizeof(buf) - 1 - got)) > 0)
+        got += (size_t)r;
+    buf[got] = '\0';
+    close(pfd[0]);
+    assert_int_equal(wait_exit(st, 10000), 0);
+    assert_non_null(strstr(buf, "\"per_process\""));
+    assert_non_null(strstr(buf, "\"client_completed\""));
     stop_daemon(d);
 }
 
