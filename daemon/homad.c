@@ -30,6 +30,8 @@
 
 enum { EV_LISTEN = 1, EV_CONN, EV_CMD, EV_SOCK };
 
+#define HANDSHAKE_NS 1000000000ull /* a new connection has 1 s to say HELLO */
+
 struct evsrc {
     int type;
     void *p;
@@ -59,7 +61,8 @@ struct client {
     pid_t pid;
     uid_t uid;
     gid_t gid;
-    int ready; /* handshake done */
+    int ready;          /* handshake done */
+    uint64_t connected; /* when it connected (the handshake has a deadline) */
     int dead;
     void *base;
     size_t bytes;
@@ -235,6 +238,7 @@ static void accept_all(int lfd)
             continue;
         }
         c->fd = fd;
+        c->connected = now_ns();
         c->pid = cr.pid;
         c->uid = cr.uid;
         c->gid = cr.gid;
@@ -675,9 +679,12 @@ int main(int argc, char **argv)
         if (now_ns() - last_work >= spin_ns) {
             /* Going to sleep: tell every process to wake us, then look
              * once more (see kick() in src/rt/daemon_client.c). */
-            int pending = 0, blocked = 0;
+            int pending = 0, blocked = 0, handshaking = 0;
             for (struct client *c = clients; c != NULL; c = c->next) {
-                if (!c->ready) continue;
+                if (!c->ready) {
+                    handshaking = 1;
+                    continue;
+                }
                 __atomic_store_n(&c->v.ctrl->daemon_sleeping, 1, __ATOMIC_RELAXED);
                 blocked |= c->cq_blocked || c->lingers != NULL;
             }
@@ -686,7 +693,7 @@ int main(int argc, char **argv)
                 if (c->ready && homad_cmd_avail(&c->v, c->cmd_tail) != 0) pending = 1;
             /* A full completion ring frees up without telling us: look
              * again each millisecond, as for lingering sockets. */
-            timeout = pending ? 0 : blocked ? 1 : -1;
+            timeout = pending ? 0 : blocked ? 1 : handshaking ? 100 : -1;
         }
         struct epoll_event evs[64];
         int n = epoll_wait(epfd, evs, 64, timeout);
@@ -714,8 +721,11 @@ int main(int argc, char **argv)
             if (!c->dead && c->lingers != NULL) work += run_lingers(c);
             if (!c->dead) wake_app(c);
         }
+        uint64_t now = now_ns();
         for (struct client *c = clients, *next; c != NULL; c = next) {
             next = c->next;
+            /* A connection that never says HELLO must not hold a place. */
+            if (!c->ready && now - c->connected > HANDSHAKE_NS) c->dead = 1;
             if (c->dead) reclaim(c);
         }
         if (work > 0) last_work = now_ns();

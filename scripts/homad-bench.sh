@@ -27,9 +27,14 @@ for _ in $(seq 100); do [[ -S $sock ]] && break; sleep 0.05; done
 run() { # name size count mode [env...]
     local name=$1 size=$2 count=$3 mode=$4
     shift 4
-    env "$@" "$bench" "$size" "$count" "$mode" | awk -v n="$name" -v s="$size" \
+    if ! env "$@" "$bench" "$size" "$count" "$mode" >"$out/run" 2>&1; then
+        echo "homad-bench: $name $size B run failed: $(tail -n 1 "$out/run")" >&2
+        echo "$name $size" >>"$out/failed"
+        return 0
+    fi
+    awk -v n="$name" -v s="$size" \
         '$1=="homa"||$1=="tcp" {for(i=1;i<=NF;i++){if($i=="p50")p50=$(i+1);if($i=="p99")p99=$(i+1)}
-         print n, s, p50, p99}' >>"$out/results"
+         print n, s, p50, p99}' "$out/run" >>"$out/results"
 }
 for r in $(seq "$rounds"); do
     run embedded 100 5000 homa HOMA_DAEMON=
@@ -40,8 +45,10 @@ for r in $(seq "$rounds"); do
     run tcp 1000000 200 tcp
     echo "round $r/$rounds done" >&2
 done
-python3 - "$out/results" "$rounds" <<'PY'
+touch "$out/failed"
+python3 - "$out/results" "$rounds" "$out/failed" <<'PY'
 import sys, statistics as st
+failed = [l.split() for l in open(sys.argv[3])]
 rows = [l.split() for l in open(sys.argv[1])]
 res = {}
 for name, size, p50, p99 in rows:
@@ -56,5 +63,7 @@ for size in (100, 1000000):
         if not v: continue
         p50 = st.median(x[0] for x in v); p99 = st.median(x[1] for x in v)
         tput = "%12.0f" % (2 * size / p50) if size >= 100000 else "%12s" % "-"
-        print("%-9s %8d %10.1f %10.1f %8.2f %8.2f %s" % (name, size, p50, p99, p50 / b50, p99 / b99, tput))
+        nf = sum(1 for f in failed if f == [name, str(size)])
+        print("%-9s %8d %10.1f %10.1f %8.2f %8.2f %s%s" % (name, size, p50, p99, p50 / b50, p99 / b99, tput,
+              "  (%d of %s runs failed)" % (nf, sys.argv[2]) if nf else ""))
 PY

@@ -337,6 +337,10 @@ static void homad__forged_commands(void **state)
     pid_t d = start_daemon(NULL);
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     strcpy(sa.sun_path, sock_path);
+    /* A connection that never says HELLO is dropped after a second. */
+    int silent = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    assert_int_equal(connect(silent, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    uint64_t silent_t0 = rt_now_ns();
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
     struct homad_hello hello = {HOMAD_MAGIC, HOMAD_VERSION};
@@ -415,6 +419,11 @@ static void homad__forged_commands(void **state)
     for (int i = 0; i < 3; i++)
         close(fds[i]);
     close(fd);
+    struct pollfd sp = {.fd = silent, .events = POLLIN};
+    assert_int_equal(poll(&sp, 1, 3000), 1);
+    assert_int_equal(recv(silent, &b, 1, MSG_DONTWAIT), 0);
+    assert_true(rt_now_ns() - silent_t0 >= 900000000ull);
+    close(silent);
     stop_daemon(d);
 }
 
