@@ -535,26 +535,25 @@ int homa_dc_open(struct homa_dc *dc, uint16_t port, struct homa_dcsock **out, ui
     return 0;
 }
 
-static int pred_no_users(struct homa_dc *dc, void *arg)
-{
-    (void)dc;
-    return ((struct homa_dcsock *)arg)->users == 0;
-}
-
 void homa_dc_close(struct homa_dcsock *s)
 {
     struct homa_dc *dc = s->dc;
     pthread_mutex_lock(&dc->lock);
     s->closing = 1;
     pthread_cond_broadcast(&dc->cond);
+    /* A thread of s may be the one asleep in ppoll: wake it. */
+    uint64_t one = 1;
+    ssize_t wr = write(dc->cq_efd, &one, sizeof(one));
+    (void)wr;
     struct homad_cmd c;
     memset(&c, 0, sizeof(c));
     c.op = HOMAD_OP_CLOSE;
     c.port = s->port;
     do_cmd(dc, &c, NULL, NULL);
-    /* Threads still in homa_recv on s see `closing` and leave. */
+    /* Threads still in a call on s see `closing` and leave; s is freed only
+     * after the last one (also when the daemon is gone). */
     while (s->users > 0)
-        if (wait_until(dc, pred_no_users, s, now_ns() + 10000000) == HOMA_ERR_SHUTDOWN) break;
+        cond_wait_until(dc, now_ns() + 1000000);
     for (struct homa_dcsock **pp = &dc->socks; *pp != NULL; pp = &(*pp)->next) {
         if (*pp == s) {
             *pp = s->next;
