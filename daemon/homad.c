@@ -282,7 +282,9 @@ static int cmd_open(struct client *c, const struct homad_cmd *cmd, struct homad_
     }
     struct dsock *d = calloc(1, sizeof(*d));
     if (d == NULL) return HOMA_ERR_NOMEM;
-    int rc = homa_socket_open(rt, cmd->port, &d->s);
+    /* The process's choice of local address (the kernel checks it). */
+    homa_endpoint local = {.addr = cmd->addr, .port = cmd->port};
+    int rc = homa_socket_bind(rt, &local, &d->s);
     if (rc != 0) {
         free(d);
         return rc;

@@ -507,7 +507,8 @@ long homa_dc_stats(struct homa_dc *dc, void *buf, size_t cap)
 
 /* --------------------------------------------------------------- sockets */
 
-int homa_dc_open(struct homa_dc *dc, uint16_t port, struct homa_dcsock **out, uint16_t *bound)
+int homa_dc_open(struct homa_dc *dc, const homa_endpoint *local, struct homa_dcsock **out,
+                 uint16_t *bound)
 {
     struct homa_dcsock *s = calloc(1, sizeof(*s));
     if (s == NULL) return HOMA_ERR_NOMEM;
@@ -516,7 +517,8 @@ int homa_dc_open(struct homa_dc *dc, uint16_t port, struct homa_dcsock **out, ui
     struct homad_cmd c;
     memset(&c, 0, sizeof(c));
     c.op = HOMAD_OP_OPEN;
-    c.port = port;
+    c.port = local->port;
+    c.addr = local->addr;
     struct homad_cqe e;
     pthread_mutex_lock(&dc->lock);
     int rc = do_cmd(dc, &c, NULL, &e);

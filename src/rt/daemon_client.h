@@ -20,7 +20,8 @@ int homa_dc_counters(struct homa_dc *dc, homa_counters *engine, homa_driver_coun
  * copies up to cap bytes into buf; returns the byte count or an error. */
 long homa_dc_stats(struct homa_dc *dc, void *buf, size_t cap);
 
-int homa_dc_open(struct homa_dc *dc, uint16_t port, struct homa_dcsock **out, uint16_t *bound);
+int homa_dc_open(struct homa_dc *dc, const homa_endpoint *local, struct homa_dcsock **out,
+                 uint16_t *bound);
 void homa_dc_close(struct homa_dcsock *s);
 int homa_dc_linger(struct homa_dcsock *s, int64_t timeout_ns);
 int homa_dc_send(struct homa_dcsock *s, const homa_endpoint *dst, const void *buf, size_t len,

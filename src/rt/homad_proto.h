@@ -37,7 +37,7 @@ struct homad_welcome {
 
 /* Commands, app -> daemon. */
 enum homad_op {
-    HOMAD_OP_OPEN = 1, /* port (0 = ephemeral) -> DONE: result, port */
+    HOMAD_OP_OPEN = 1, /* addr (0 = wildcard), port (0 = ephemeral) -> DONE: result, port */
     HOMAD_OP_CLOSE,    /* port -> DONE */
     HOMAD_OP_SEND,     /* port, addr:peer_port, slot, len, cookie -> DONE: result, id */
     HOMAD_OP_REPLY,    /* port, addr:peer_port, id, slot, len -> DONE */

@@ -1013,12 +1013,12 @@ int homa_socket_bind(homa_runtime *rt, const homa_endpoint *local, homa_socket *
     s->rt = rt;
     s->efd = -1;
     if (rt->dc != NULL) {
-        /* homad binds the wildcard address; the local address is ignored. */
-        int rc = homa_dc_open(rt->dc, local->port, &s->dcs, &s->port);
+        int rc = homa_dc_open(rt->dc, local, &s->dcs, &s->port);
         if (rc != 0) {
             free(s);
             return rc;
         }
+        s->local.addr = local->addr;
         s->local.port = s->port;
         pthread_mutex_lock(&rt->lock);
         s->next = rt->socks;

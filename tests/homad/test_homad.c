@@ -304,6 +304,26 @@ static void homad__close_wakes_recv(void **state)
     assert_int_equal(homa_runtime_connect(sock_path, &rt), 0);
     homa_socket *s;
     assert_int_equal(homa_socket_open(rt, 0, &s), 0);
+    /* A socket bound to one address keeps it (the Python package sends to
+     * homa_socket_local() of its server sockets). */
+    homa_endpoint lo;
+    homa_endpoint_from_host("127.0.0.1", 0, &lo);
+    homa_socket *srv;
+    assert_int_equal(homa_socket_bind(rt, &lo, &srv), 0);
+    homa_endpoint where;
+    homa_socket_local(srv, &where);
+    assert_true(homa_endpoint_is_ipv4(&where) && where.port != 0);
+    uint64_t id;
+    assert_int_equal(homa_send(s, &where, "ping", 4, 0, &id), 0);
+    homa_msg m;
+    assert_int_equal(homa_recv(srv, HOMA_RECV_REQUEST, 0, 5000000000ll, &m), 0);
+    assert_int_equal(homa_reply_msg(srv, &m, "PONG", 4), 0);
+    homa_release(srv, &m);
+    assert_int_equal(homa_recv(s, HOMA_RECV_RESPONSE, id, 5000000000ll, &m), 0);
+    assert_memory_equal(m.data, "PONG", 4);
+    homa_release(s, &m);
+    homa_socket_close(srv);
+
     struct blocked b = {.s = s, .rc = 1};
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, blocked_recv, &b), 0);
