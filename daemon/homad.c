@@ -45,6 +45,7 @@ struct dsock {
     struct client *c;
     uint16_t port;
     uint32_t rpcs; /* client RPCs in flight on this socket */
+    int efd;       /* homa_socket_fd() of the process (-1 until asked for) */
     struct dsock *next;
 };
 
@@ -115,6 +116,7 @@ static void close_dsock(struct client *c, struct dsock *d)
     if (fd >= 0) epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
     /* Closing aborts the socket's RPCs and frees its messages. */
     homa_socket_close(d->s);
+    if (d->efd >= 0) close(d->efd);
     c->rpcs -= d->rpcs;
     c->nports--;
     free(d);
@@ -282,6 +284,7 @@ static int cmd_open(struct client *c, const struct homad_cmd *cmd, struct homad_
     }
     struct dsock *d = calloc(1, sizeof(*d));
     if (d == NULL) return HOMA_ERR_NOMEM;
+    d->efd = -1;
     /* The process's choice of local address (the kernel checks it). */
     homa_endpoint local = {.addr = cmd->addr, .port = cmd->port};
     int rc = homa_socket_bind(rt, &local, &d->s);
@@ -413,6 +416,29 @@ static int exec_cmd(struct client *c, const struct homad_cmd *cmd, struct homad_
         e->len = (uint32_t)len;
         return 1;
     }
+    case HOMAD_OP_FD: {
+        if (d->efd < 0) d->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (d->efd < 0) {
+            e->result = HOMA_ERR_IO;
+            return 1;
+        }
+        /* The eventfd travels on the unix socket, ahead of the DONE. */
+        struct homad_fdmsg fm = {.magic = HOMAD_MAGIC, .port = d->port};
+        struct iovec iov = {.iov_base = &fm, .iov_len = sizeof(fm)};
+        char cbuf[CMSG_SPACE(sizeof(int))];
+        memset(cbuf, 0, sizeof(cbuf));
+        struct msghdr mh = {
+            .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(cm), &d->efd, sizeof(int));
+        e->result = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)sizeof(fm)
+                        ? 0
+                        : HOMA_ERR_IO;
+        return 1;
+    }
     case HOMAD_OP_LINGER: {
         rc = homa_socket_linger(d->s, HOMA_NONBLOCK);
         if (rc != HOMA_ERR_AGAIN || cmd->id == 0) {
@@ -526,6 +552,11 @@ static int deliver(struct client *c)
             push(c, &e);
             space--;
             moved++;
+            if (d->efd >= 0) {
+                uint64_t one = 1;
+                ssize_t w = write(d->efd, &one, sizeof(one));
+                (void)w;
+            }
         }
         if (space == 0) c->cq_blocked = 1;
     }

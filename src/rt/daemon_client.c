@@ -52,6 +52,7 @@ struct homa_dcsock {
     struct dc_id *ids;   /* client RPCs whose response is not yet received */
     struct dc_req *reqs; /* unanswered requests (for homa_reply by id) */
     struct homa_dcsock *next;
+    int efd; /* homa_socket_fd(), -1 until asked for */
 };
 
 struct dc_wait {
@@ -206,12 +207,22 @@ static int drain(struct homa_dc *dc)
     return (int)n;
 }
 
-/* The unix socket hung up or has data (the daemon never sends any after
- * the handshake): the daemon is gone. */
+/* After the handshake homad only sends eventfds (homa_dc_fd, which reads
+ * them itself): readable with nothing to read, or a hang-up, means homad is
+ * gone. */
+static int unix_dead(struct homa_dc *dc, short revents)
+{
+    if (revents & (POLLHUP | POLLERR)) return 1;
+    if (!(revents & POLLIN)) return 0;
+    char b;
+    ssize_t n = recv(dc->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR);
+}
+
 static void check_alive(struct homa_dc *dc, int block_ms)
 {
     struct pollfd p = {.fd = dc->fd, .events = POLLIN};
-    if (poll(&p, 1, block_ms) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR))) {
+    if (poll(&p, 1, block_ms) > 0 && unix_dead(dc, p.revents)) {
         dc->dead = 1;
         pthread_cond_broadcast(&dc->cond);
     }
@@ -266,7 +277,7 @@ static int wait_until(struct homa_dc *dc, dc_pred pred, void *arg, uint64_t dead
                 ssize_t rr = read(dc->cq_efd, &v, sizeof(v));
                 (void)rr;
             }
-            if (r > 0 && (p[1].revents & (POLLIN | POLLHUP | POLLERR))) dc->dead = 1;
+            if (r > 0 && unix_dead(dc, p[1].revents)) dc->dead = 1;
         }
         __atomic_store_n(&dc->v.ctrl->app_sleeping, 0, __ATOMIC_RELAXED);
         dc->reader = 0;
@@ -513,6 +524,7 @@ int homa_dc_open(struct homa_dc *dc, const homa_endpoint *local, struct homa_dcs
     struct homa_dcsock *s = calloc(1, sizeof(*s));
     if (s == NULL) return HOMA_ERR_NOMEM;
     s->dc = dc;
+    s->efd = -1;
     s->qtail = &s->qhead;
     struct homad_cmd c;
     memset(&c, 0, sizeof(c));
@@ -579,7 +591,51 @@ void homa_dc_close(struct homa_dcsock *s)
         free(r);
     }
     pthread_mutex_unlock(&dc->lock);
+    if (s->efd >= 0) close(s->efd);
     free(s);
+}
+
+int homa_dc_fd(struct homa_dcsock *s)
+{
+    struct homa_dc *dc = s->dc;
+    pthread_mutex_lock(&dc->lock);
+    if (s->efd >= 0 || s->closing) {
+        int fd = s->closing ? HOMA_ERR_SHUTDOWN : s->efd;
+        pthread_mutex_unlock(&dc->lock);
+        return fd;
+    }
+    struct homad_cmd c;
+    memset(&c, 0, sizeof(c));
+    c.op = HOMAD_OP_FD;
+    c.port = s->port;
+    int rc = do_cmd(dc, &c, s, NULL);
+    if (rc == 0) {
+        /* Sent before the DONE: it is waiting on the socket. */
+        struct homad_fdmsg fm;
+        char cbuf[CMSG_SPACE(sizeof(int))];
+        struct iovec iov = {.iov_base = &fm, .iov_len = sizeof(fm)};
+        struct msghdr mh = {
+            .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
+        ssize_t n = recvmsg(dc->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        struct cmsghdr *cm = n >= 0 ? CMSG_FIRSTHDR(&mh) : NULL;
+        int fd = -1;
+        if (cm != NULL && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
+            cm->cmsg_len == CMSG_LEN(sizeof(int)))
+            memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+        if (n != (ssize_t)sizeof(fm) || fm.magic != HOMAD_MAGIC || fm.port != s->port || fd < 0) {
+            if (fd >= 0) close(fd);
+            rc = HOMA_ERR_IO;
+        } else {
+            /* Start readable, as in embedded mode: messages may wait. */
+            uint64_t one = 1;
+            ssize_t w = write(fd, &one, sizeof(one));
+            (void)w;
+            s->efd = fd;
+        }
+    }
+    int ret = rc == 0 ? s->efd : rc;
+    pthread_mutex_unlock(&dc->lock);
+    return ret;
 }
 
 int homa_dc_linger(struct homa_dcsock *s, int64_t timeout_ns)
@@ -737,6 +793,19 @@ int homa_dc_recv(struct homa_dcsock *s, unsigned flags, uint64_t id, int64_t tim
         pthread_cond_broadcast(&dc->cond);
     }
     if (rc == HOMA_ERR_AGAIN && timeout_ns == 0) check_alive(dc, 0);
+    /* The eventfd stays readable until a non-blocking recv finds nothing. */
+    if (rc == HOMA_ERR_AGAIN && timeout_ns == 0 && s->efd >= 0 && id == 0 &&
+        flags == HOMA_RECV_ANY) {
+        uint64_t v;
+        ssize_t rr = read(s->efd, &v, sizeof(v));
+        (void)rr;
+        /* A delivery between our last look and the read: keep it readable. */
+        drain(dc);
+        if (pred_msg(dc, &a)) {
+            v = 1;
+            rr = write(s->efd, &v, sizeof(v));
+        }
+    }
     if (rc == HOMA_ERR_AGAIN && dc->dead) rc = HOMA_ERR_SHUTDOWN;
     if (rc == 0) {
         struct dc_qmsg *q = *a.found;

@@ -23,6 +23,8 @@ long homa_dc_stats(struct homa_dc *dc, void *buf, size_t cap);
 int homa_dc_open(struct homa_dc *dc, const homa_endpoint *local, struct homa_dcsock **out,
                  uint16_t *bound);
 void homa_dc_close(struct homa_dcsock *s);
+/* homa_socket_fd(): an eventfd homad writes when it delivers to s. */
+int homa_dc_fd(struct homa_dcsock *s);
 int homa_dc_linger(struct homa_dcsock *s, int64_t timeout_ns);
 int homa_dc_send(struct homa_dcsock *s, const homa_endpoint *dst, const void *buf, size_t len,
                  uint64_t cookie, uint64_t *id);

@@ -137,6 +137,7 @@ int homad_cmd_check(const struct homad_view *v, const struct homad_cmd *c)
     case HOMAD_OP_CLOSE:
     case HOMAD_OP_ABORT:
     case HOMAD_OP_LINGER:
+    case HOMAD_OP_FD:
         if (c->port == 0 || c->slot != 0 || c->len != 0) return HOMA_ERR_INVAL;
         if (c->op == HOMAD_OP_ABORT && c->id == 0) return HOMA_ERR_INVAL;
         return 0;

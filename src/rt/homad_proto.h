@@ -35,6 +35,14 @@ struct homad_welcome {
     uint64_t region_bytes;
 };
 
+/* Sent with an eventfd (SCM_RIGHTS) in answer to HOMAD_OP_FD, before the
+ * DONE: homad writes the eventfd whenever it delivers to that port. */
+struct homad_fdmsg {
+    uint32_t magic;
+    uint16_t port;
+    uint16_t pad;
+};
+
 /* Commands, app -> daemon. */
 enum homad_op {
     HOMAD_OP_OPEN = 1, /* addr (0 = wildcard), port (0 = ephemeral) -> DONE: result, port */
@@ -46,6 +54,7 @@ enum homad_op {
     HOMAD_OP_COUNTERS, /* -> counters area filled, then DONE */
     HOMAD_OP_LINGER,   /* port, id = timeout ns (UINT64_MAX forever) -> DONE when idle */
     HOMAD_OP_STATS,    /* -> DONE: slot, len = an RX slot of homad_proc_row (release it) */
+    HOMAD_OP_FD,       /* port -> an eventfd on the unix socket (struct homad_fdmsg), DONE */
     HOMAD_OP__COUNT
 };
 

@@ -1172,7 +1172,7 @@ homa_runtime *homa_socket_runtime(const homa_socket *s)
 int homa_socket_fd(homa_socket *s)
 {
     homa_runtime *rt = s->rt;
-    if (rt->dc != NULL) return HOMA_ERR_INVAL; /* not yet in daemon mode */
+    if (rt->dc != NULL) return homa_dc_fd(s->dcs);
     pthread_mutex_lock(&rt->lock);
     if (s->efd < 0) {
         s->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

@@ -337,6 +337,45 @@ static void homad__close_wakes_recv(void **state)
     stop_daemon(d);
 }
 
+/* homa_socket_fd() works in daemon mode: readable when a message may be
+ * waiting, until a non-blocking homa_recv() finds nothing. */
+static void homad__socket_fd(void **state)
+{
+    (void)state;
+    pid_t d = start_daemon(NULL);
+    homa_runtime *rt;
+    assert_int_equal(homa_runtime_connect(sock_path, &rt), 0);
+    homa_socket *a, *b;
+    assert_int_equal(homa_socket_open(rt, 0, &a), 0);
+    assert_int_equal(homa_socket_open(rt, 0, &b), 0);
+    int fd = homa_socket_fd(b);
+    assert_true(fd >= 0);
+    assert_int_equal(homa_socket_fd(b), fd);
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    assert_int_equal(poll(&p, 1, 0), 1); /* starts readable */
+    homa_msg m;
+    assert_int_equal(homa_recv(b, HOMA_RECV_ANY, 0, HOMA_NONBLOCK, &m), HOMA_ERR_AGAIN);
+    assert_int_equal(poll(&p, 1, 0), 0);
+    homa_endpoint dst;
+    homa_endpoint_from_host("127.0.0.1", homa_socket_port(b), &dst);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(homa_send(a, &dst, "hello", 5, 0, NULL), 0);
+        assert_int_equal(poll(&p, 1, 5000), 1);
+        int rc;
+        while ((rc = homa_recv(b, HOMA_RECV_ANY, 0, HOMA_NONBLOCK, &m)) == HOMA_ERR_AGAIN)
+            assert_int_equal(poll(&p, 1, 5000), 1); /* readable again once it is here */
+        assert_int_equal(rc, 0);
+        assert_memory_equal(m.data, "hello", 5);
+        homa_release(b, &m);
+        assert_int_equal(homa_recv(b, HOMA_RECV_ANY, 0, HOMA_NONBLOCK, &m), HOMA_ERR_AGAIN);
+        assert_int_equal(poll(&p, 1, 0), 0);
+    }
+    homa_socket_close(a);
+    homa_socket_close(b);
+    homa_runtime_destroy(rt);
+    stop_daemon(d);
+}
+
 /* Which user may bind which port comes from the config file; open ports
  * and client RPCs in flight are capped per process. */
 static void homad__policy_and_quotas(void **state)
@@ -482,6 +521,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(homad__app_killed_mid_rpc, setup, teardown),
         cmocka_unit_test_setup_teardown(homad__daemon_killed, setup, teardown),
         cmocka_unit_test_setup_teardown(homad__close_wakes_recv, setup, teardown),
+        cmocka_unit_test_setup_teardown(homad__socket_fd, setup, teardown),
         cmocka_unit_test_setup_teardown(homad__policy_and_quotas, setup, teardown),
         cmocka_unit_test_setup_teardown(homad__forged_commands, setup, teardown),
     };
