@@ -796,8 +796,13 @@ int homa_runtime_create(const homa_runtime_options *opts_in, homa_runtime **out)
         int rc = env_options(&o);
         if (rc != 0) return rc;
         const char *daemon = getenv("HOMA_DAEMON");
-        if (daemon != NULL && daemon[0] != '\0' && !(o.flags & HOMA_RT_EMBEDDED))
-            return rt_connect(daemon, o.busy_poll_us, out);
+        if (daemon != NULL && daemon[0] != '\0' && !(o.flags & HOMA_RT_EMBEDDED)) {
+            rc = rt_connect(daemon, o.busy_poll_us, out);
+            if (rc != 0)
+                fprintf(stderr, "libhoma: HOMA_DAEMON=%s: no homad there (%s)\n", daemon,
+                        homa_strerror(rc));
+            return rc;
+        }
     }
     homa_runtime *rt = calloc(1, sizeof(*rt));
     if (rt == NULL) return HOMA_ERR_NOMEM;

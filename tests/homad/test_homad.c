@@ -285,6 +285,8 @@ static void homad__daemon_killed(void **state)
     assert_true(rt_now_ns() - t0 < 1000000000ull);
     homa_socket_close(s);
     homa_runtime_destroy(rt);
+    /* No daemon: HOMA_DAEMON makes runtime creation fail (with a message). */
+    assert_int_equal(homa_runtime_create(NULL, &rt), HOMA_ERR_IO);
 
     d = start_daemon(NULL); /* replaces the stale socket file */
     assert_int_equal(homa_runtime_connect(sock_path, &rt), 0);
