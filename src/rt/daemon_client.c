@@ -886,6 +886,15 @@ int homa_dc_abort(struct homa_dcsock *s, uint64_t id)
                 break;
             }
         }
+        if (rc == 0) {
+            /* homad's socket forgets the request too (no reply will come). */
+            struct homad_cmd c;
+            memset(&c, 0, sizeof(c));
+            c.op = HOMAD_OP_ABORT;
+            c.port = s->port;
+            c.id = id;
+            if (do_cmd(dc, &c, s, NULL) == HOMA_ERR_SHUTDOWN) rc = HOMA_ERR_SHUTDOWN;
+        }
     } else if (!id_known(s, id)) {
         rc = HOMA_ERR_NOT_FOUND;
     } else {

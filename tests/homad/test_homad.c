@@ -324,6 +324,15 @@ static void homad__close_wakes_recv(void **state)
     assert_int_equal(homa_recv(s, HOMA_RECV_RESPONSE, id, 5000000000ll, &m), 0);
     assert_memory_equal(m.data, "PONG", 4);
     homa_release(s, &m);
+    /* A request can be dropped without a reply (abort of an odd id). */
+    assert_int_equal(homa_send(s, &where, "drop", 4, 0, &id), 0);
+    assert_int_equal(homa_recv(srv, HOMA_RECV_REQUEST, 0, 5000000000ll, &m), 0);
+    uint64_t req_id = m.id;
+    homa_release(srv, &m);
+    assert_int_equal(homa_abort(srv, req_id), 0);
+    assert_int_equal(homa_abort(srv, req_id), HOMA_ERR_NOT_FOUND);
+    assert_int_equal(homa_reply(srv, req_id, "x", 1), HOMA_ERR_NOT_FOUND);
+    assert_int_equal(homa_abort(s, id), 0);
     homa_socket_close(srv);
 
     struct blocked b = {.s = s, .rc = 1};
