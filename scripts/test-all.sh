@@ -8,7 +8,8 @@
 #               a temporary prefix and build a small program with pkg-config;
 #               scripts/abi-check.sh (libhoma.so against abi/libhoma.so.0.abi)
 #   b. asan     ASan+UBSan build (-DHOMA_SANITIZE=ON) into build-asan/; ctest
-#   c. fuzz     bash scripts/fuzz.sh 60   (only if scripts/fuzz.sh exists)
+#   c. fuzz     bash scripts/fuzz.sh 60   (only if scripts/fuzz.sh exists): every
+#               fuzz/fuzz_* target, fuzz_homad (homad's shared-memory checks) included
 #   d. tsan     ThreadSanitizer build (-DHOMA_TSAN=ON) into build-tsan/;
 #               ctest -L runtime (skipped while no test carries that label)
 # Between a and b: stage deb, Debian packages: bash scripts/deb-check.sh

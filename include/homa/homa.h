@@ -151,6 +151,8 @@ HOMA_API int homa_faults_none(const homa_faults *f);
 /* Never receive DATA payloads in place (always through the driver's
  * receive buffers and a copy); for measurements. */
 #define HOMA_RT_NO_PLACE 8u
+/* Always embedded: ignore HOMA_DAEMON (homad itself uses this). */
+#define HOMA_RT_EMBEDDED 16u
 
 typedef struct homa_runtime_options {
     /* Engine configuration.  config.max_payload is ignored (max_payload
@@ -187,6 +189,13 @@ typedef struct homa_runtime_options {
     unsigned flags;
 } homa_runtime_options;
 
+/* Daemon mode (docs/homad.md): when the environment variable HOMA_DAEMON
+ * names the unix socket of homad(8) (and neither HOMA_RT_IGNORE_ENV nor
+ * HOMA_RT_EMBEDDED is set), homa_runtime_create() and the default runtime
+ * connect to that daemon instead of building an engine: the host's single
+ * engine is homad's, the rest of the API is unchanged.  The options other
+ * than busy_poll_us are then homad's business. */
+
 /* Fills the defaults (homa_config_default(), max_payload 0, mtu 0,
  * link_bps 0, busy_poll_us 50, no faults, no pcap, flags 0). */
 HOMA_API void homa_runtime_options_default(homa_runtime_options *opts);
@@ -197,6 +206,13 @@ HOMA_API void homa_runtime_options_default(homa_runtime_options *opts);
  * malformed one fails with HOMA_ERR_INVAL and a message on stderr.
  * Errors: HOMA_ERR_INVAL, HOMA_ERR_NOMEM, HOMA_ERR_IO. */
 HOMA_API int homa_runtime_create(const homa_runtime_options *opts, homa_runtime **out);
+/* Creates a daemon-mode runtime connected to homad(8) at socket_path (as
+ * HOMA_DAEMON does for homa_runtime_create()).  Errors: HOMA_ERR_IO (no
+ * daemon there), HOMA_ERR_INVAL (not homad or another protocol version),
+ * HOMA_ERR_LIMIT (too many processes), HOMA_ERR_NOMEM.  If homad dies,
+ * every call on the runtime returns HOMA_ERR_SHUTDOWN; destroy it and
+ * connect again. */
+HOMA_API int homa_runtime_connect(const char *socket_path, homa_runtime **out);
 /* Closes every socket of the runtime (threads blocked in homa_recv() on
  * them return HOMA_ERR_SHUTDOWN), stops the background thread and frees
  * everything.  Must not be called on the default runtime. */

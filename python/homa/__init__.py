@@ -38,6 +38,7 @@ from ._homa import (  # noqa: F401  (re-exported)
     ERR_NO_PORT,
     ERR_NOMEM,
     ERR_NOT_FOUND,
+    ERR_PERM,
     ERR_PORT_IN_USE,
     ERR_SHUTDOWN,
     ERR_STATE,

@@ -36,6 +36,8 @@ const char *homa_strerror(int err)
         return "operating-system I/O error";
     case HOMA_ERR_ADDR:
         return "address could not be parsed or resolved";
+    case HOMA_ERR_PERM:
+        return "not permitted by the homad policy";
     default:
         return "unknown error";
     }

@@ -36,6 +36,7 @@
 #include <homa/homa.h>
 
 #include "io/io.h"
+#include "rt/daemon_client.h"
 
 #define TX_PULL 64    /* packets per homa_engine_pull */
 /* Payload bytes one transmission may send before it returns.  A thread
@@ -87,6 +88,7 @@ struct homa_socket {
     int efd;            /* eventfd for homa_socket_fd(), -1 until asked for */
     int efd_armed;      /* efd currently readable */
     homa_socket *next;
+    struct homa_dcsock *dcs; /* daemon mode: the socket's client state */
 };
 
 struct homa_runtime {
@@ -145,6 +147,8 @@ struct homa_runtime {
     homa_io_rx rx[RX_CHUNK];
 
     homa_driver_counters extra; /* runtime-level, and closed sockets' */
+
+    struct homa_dc *dc; /* daemon mode (docs/homad.md): everything goes to homad */
 };
 
 #define RT_CTR_ADD(rt, field, n)                                                                   \
@@ -794,6 +798,27 @@ static int env_options(homa_runtime_options *o)
 
 /* -------------------------------------------------------------- runtime */
 
+/* A daemon-mode runtime: no engine, no thread; the sockets live in homad. */
+static int rt_connect(const char *path, uint32_t busy_poll_us, homa_runtime **out)
+{
+    if (path == NULL || out == NULL) return HOMA_ERR_INVAL;
+    homa_runtime *rt = calloc(1, sizeof(*rt));
+    if (rt == NULL) return HOMA_ERR_NOMEM;
+    int rc = homa_dc_connect(path, (uint64_t)busy_poll_us * 1000u, &rt->dc, &rt->cfg);
+    if (rc != 0) {
+        free(rt);
+        return rc;
+    }
+    pthread_mutex_init(&rt->lock, NULL);
+    *out = rt;
+    return 0;
+}
+
+int homa_runtime_connect(const char *socket_path, homa_runtime **out)
+{
+    return rt_connect(socket_path, 50, out);
+}
+
 int homa_runtime_create(const homa_runtime_options *opts_in, homa_runtime **out)
 {
     homa_runtime_options o;
@@ -804,6 +829,14 @@ int homa_runtime_create(const homa_runtime_options *opts_in, homa_runtime **out)
     if (!(o.flags & HOMA_RT_IGNORE_ENV)) {
         int rc = env_options(&o);
         if (rc != 0) return rc;
+        const char *daemon = getenv("HOMA_DAEMON");
+        if (daemon != NULL && daemon[0] != '\0' && !(o.flags & HOMA_RT_EMBEDDED)) {
+            rc = rt_connect(daemon, o.busy_poll_us, out);
+            if (rc != 0)
+                fprintf(stderr, "libhoma: HOMA_DAEMON=%s: no homad there (%s)\n", daemon,
+                        homa_strerror(rc));
+            return rc;
+        }
     }
     homa_runtime *rt = calloc(1, sizeof(*rt));
     if (rt == NULL) return HOMA_ERR_NOMEM;
@@ -925,6 +958,12 @@ void homa_runtime_destroy(homa_runtime *rt)
     if (rt == NULL) return;
     while (rt->socks != NULL)
         homa_socket_close(rt->socks);
+    if (rt->dc != NULL) {
+        homa_dc_destroy(rt->dc);
+        pthread_mutex_destroy(&rt->lock);
+        free(rt);
+        return;
+    }
     pthread_mutex_lock(&rt->lock);
     rt->stop = 1;
     pthread_cond_signal(&rt->bg_cond);
@@ -945,6 +984,14 @@ void homa_runtime_destroy(homa_runtime *rt)
 
 void homa_runtime_counters(homa_runtime *rt, homa_counters *engine, homa_driver_counters *driver)
 {
+    if (rt->dc != NULL) {
+        if (homa_dc_counters(rt->dc, engine, driver) != 0) {
+            /* The daemon is gone: no counters to report. */
+            if (engine != NULL) memset(engine, 0, sizeof(*engine));
+            if (driver != NULL) memset(driver, 0, sizeof(*driver));
+        }
+        return;
+    }
     pthread_mutex_lock(&rt->lock);
     if (engine != NULL) homa_engine_counters(rt->eng, engine);
     if (driver != NULL) {
@@ -960,6 +1007,10 @@ void homa_runtime_counters(homa_runtime *rt, homa_counters *engine, homa_driver_
 
 void homa_runtime_cutoffs(homa_runtime *rt, homa_cutoffs *out)
 {
+    if (rt->dc != NULL) {
+        memset(out, 0, sizeof(*out)); /* not yet available from homad */
+        return;
+    }
     pthread_mutex_lock(&rt->lock);
     homa_engine_cutoffs(rt->eng, out);
     pthread_mutex_unlock(&rt->lock);
@@ -1002,6 +1053,22 @@ int homa_socket_bind(homa_runtime *rt, const homa_endpoint *local, homa_socket *
     if (s == NULL) return HOMA_ERR_NOMEM;
     s->rt = rt;
     s->efd = -1;
+    if (rt->dc != NULL) {
+        int rc = homa_dc_open(rt->dc, local, &s->dcs, &s->port);
+        if (rc != 0) {
+            free(s);
+            return rc;
+        }
+        s->local.addr = local->addr;
+        s->local.port = s->port;
+        pthread_mutex_lock(&rt->lock);
+        s->next = rt->socks;
+        rt->socks = s;
+        rt->nsocks++;
+        pthread_mutex_unlock(&rt->lock);
+        *out = s;
+        return 0;
+    }
     pthread_mutex_lock(&rt->lock);
     homa_io_opts io_opts = rt->io_opts;
     io_opts.fault_salt = rt->sockets_opened++;
@@ -1052,6 +1119,20 @@ void homa_socket_close(homa_socket *s)
 {
     if (s == NULL) return;
     homa_runtime *rt = s->rt;
+    if (rt->dc != NULL) {
+        pthread_mutex_lock(&rt->lock);
+        for (homa_socket **pp = &rt->socks; *pp != NULL; pp = &(*pp)->next) {
+            if (*pp == s) {
+                *pp = s->next;
+                break;
+            }
+        }
+        rt->nsocks--;
+        pthread_mutex_unlock(&rt->lock);
+        homa_dc_close(s->dcs);
+        free(s);
+        return;
+    }
     pthread_mutex_lock(&rt->lock);
     s->closing = 1;
     for (homa_socket **pp = &rt->socks; *pp != NULL; pp = &(*pp)->next) {
@@ -1097,6 +1178,7 @@ int homa_socket_linger(homa_socket *s, int64_t timeout_ns)
 {
     if (s == NULL || (timeout_ns < 0 && timeout_ns != HOMA_FOREVER)) return HOMA_ERR_INVAL;
     homa_runtime *rt = s->rt;
+    if (rt->dc != NULL) return homa_dc_linger(s->dcs, timeout_ns);
     uint64_t deadline = timeout_ns == HOMA_FOREVER ? UINT64_MAX : now_ns() + (uint64_t)timeout_ns;
     for (;;) {
         pthread_mutex_lock(&rt->lock);
@@ -1131,6 +1213,7 @@ homa_runtime *homa_socket_runtime(const homa_socket *s)
 int homa_socket_fd(homa_socket *s)
 {
     homa_runtime *rt = s->rt;
+    if (rt->dc != NULL) return homa_dc_fd(s->dcs);
     pthread_mutex_lock(&rt->lock);
     if (s->efd < 0) {
         s->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -1235,6 +1318,11 @@ static int send_common(homa_socket *s, const homa_endpoint *dst, const void *buf
     if (s == NULL || dst == NULL || (buf == NULL && owned == NULL && len > 0))
         return HOMA_ERR_INVAL;
     homa_runtime *rt = s->rt;
+    if (rt->dc != NULL) {
+        int rc = homa_dc_send(s->dcs, dst, owned ? owned : buf, len, cookie, id);
+        if (rc == 0) free(owned); /* written into the shared region: ours to free */
+        return rc;
+    }
     uint64_t rid = 0;
     pthread_mutex_lock(&rt->lock);
     int rc;
@@ -1274,6 +1362,11 @@ static int reply_common(homa_socket *s, const homa_addr *peer, uint16_t peer_por
 {
     if (s == NULL || (buf == NULL && owned == NULL && len > 0)) return HOMA_ERR_INVAL;
     homa_runtime *rt = s->rt;
+    if (rt->dc != NULL) {
+        int rc = homa_dc_reply(s->dcs, peer, peer_port, id, owned ? owned : buf, len);
+        if (rc == 0) free(owned);
+        return rc;
+    }
     pthread_mutex_lock(&rt->lock);
     int rc;
     struct pending_req **pp = NULL;
@@ -1324,6 +1417,7 @@ void *homa_msg_take(homa_socket *s, homa_msg *msg)
 {
     if (s == NULL || msg == NULL || msg->handle == NULL) return NULL;
     homa_runtime *rt = s->rt;
+    if (rt->dc != NULL) return homa_dc_msg_take(s->dcs, msg);
     pthread_mutex_lock(&rt->lock);
     void *buf = s->closing ? NULL : homa_engine_msg_take(rt->eng, msg);
     pthread_mutex_unlock(&rt->lock);
@@ -1341,6 +1435,7 @@ int homa_abort(homa_socket *s, uint64_t id)
 {
     if (s == NULL) return HOMA_ERR_INVAL;
     homa_runtime *rt = s->rt;
+    if (rt->dc != NULL) return homa_dc_abort(s->dcs, id);
     pthread_mutex_lock(&rt->lock);
     int rc;
     if (s->closing) {
@@ -1364,6 +1459,10 @@ void homa_release(homa_socket *s, homa_msg *msg)
 {
     if (s == NULL || msg == NULL || msg->handle == NULL) return;
     homa_runtime *rt = s->rt;
+    if (rt->dc != NULL) {
+        homa_dc_release(s->dcs, msg);
+        return;
+    }
     pthread_mutex_lock(&rt->lock);
     if (!s->closing) {
         homa_engine_release(rt->eng, msg);
@@ -1399,6 +1498,7 @@ int homa_recv(homa_socket *s, unsigned flags, uint64_t id, int64_t timeout_ns, h
     if (s == NULL || msg == NULL || (id == 0 && (flags & HOMA_RECV_ANY) == 0))
         return HOMA_ERR_INVAL;
     homa_runtime *rt = s->rt;
+    if (rt->dc != NULL) return homa_dc_recv(s->dcs, flags, id, timeout_ns, msg);
     memset(msg, 0, sizeof(*msg));
     uint64_t start = now_ns();
     uint64_t deadline = timeout_ns < 0 ? UINT64_MAX : start + (uint64_t)timeout_ns;

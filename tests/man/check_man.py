@@ -32,6 +32,7 @@ TOOL_PAGES = {
     "homa-coll-bench": "homa-coll-bench.1",
     "homa-cluster": "homa-cluster.8",
     "homa-plot": "homa-plot.1",
+    "homad": "homad.8",
 }
 TOOL_SOURCES = {
     "homa-perf": ["tools/homa-perf/*.c"],
@@ -39,6 +40,7 @@ TOOL_SOURCES = {
     "homa-coll-bench": ["tools/homa-coll-bench/*.c"],
     "homa-cluster": ["scripts/homa-cluster"],
     "homa-plot": ["tools/plot/homa-plot"],
+    "homad": ["daemon/*.c"],
 }
 # Each tool's help screens: argument lists that print one.
 TOOL_HELPS = {
@@ -47,6 +49,7 @@ TOOL_HELPS = {
     "homa-coll-bench": [["--help"]],
     "homa-cluster": [["--help"]],
     "homa-plot": [["--help"]],
+    "homad": [["--help"]],
 }
 
 
