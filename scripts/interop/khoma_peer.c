@@ -1,0 +1,333 @@
+// SPDX-License-Identifier: MIT
+// khoma_peer: the kernel side of libhoma's interop tests. Runs inside the
+// peer VM on the Linux Homa module's socket API (its uapi homa.h) and speaks
+// the payload convention of tests/interop: byte i of a message of length L
+// is hx_pattern(L, i), so either side can verify any message without a
+// header.
+//
+//   khoma_peer server [--port P] [--resp N]      echo (or answer N bytes)
+//   khoma_peer client --server A:P --lens L1,L2,... [--count N]
+//                     [--inflight K] [--seconds S] [--timeout-ok]
+//
+// The client prints one line per length, then "khoma_peer: ok ..." or
+// "khoma_peer: FAIL ..." and exits 0 only when every response verified.
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "homa.h"
+
+#define REGION_BYTES (2000UL * HOMA_BPAGE_SIZE)
+#define MAX_LENS 64
+#define MAX_INFLIGHT 64
+
+static uint8_t hx_pattern(uint32_t len, uint32_t i)
+{
+	// A per-word hash of the offset and the length: a segment placed at the
+	// wrong offset, or a message of the wrong length, shows.
+	uint32_t v = (i / 4) * 2654435761u ^ (len * 40503u + 0x9e37u);
+	return (uint8_t)(v >> (8 * (i % 4)));
+}
+
+static char *region;
+static uint8_t *sendbuf;
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int open_sock(int port)
+{
+	int fd = socket(AF_INET, SOCK_DGRAM, IPPROTO_HOMA);
+	if (fd < 0) {
+		perror("khoma_peer: socket(IPPROTO_HOMA)");
+		return -1;
+	}
+	if (port > 0) {
+		struct sockaddr_in a = {.sin_family = AF_INET,
+					.sin_port = htons((uint16_t)port)};
+		if (bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+			perror("khoma_peer: bind");
+			return -1;
+		}
+	}
+	region = mmap(NULL, REGION_BYTES, PROT_READ | PROT_WRITE,
+		      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (region == MAP_FAILED) {
+		perror("khoma_peer: mmap");
+		return -1;
+	}
+	struct homa_rcvbuf_args rb = {.start = (uintptr_t)region,
+				      .length = REGION_BYTES};
+	if (setsockopt(fd, IPPROTO_HOMA, SO_HOMA_RCVBUF, &rb, sizeof(rb)) < 0) {
+		perror("khoma_peer: SO_HOMA_RCVBUF");
+		return -1;
+	}
+	sendbuf = malloc(HOMA_MAX_MESSAGE_LENGTH);
+	return sendbuf ? fd : -1;
+}
+
+// Checks a received message against the pattern; returns the first bad
+// offset or -1.
+static long verify(const struct homa_recvmsg_args *ra, uint32_t len)
+{
+	uint32_t off = 0;
+	for (uint32_t b = 0; b < ra->num_bpages && off < len; b++) {
+		uint32_t n = len - off;
+		if (n > HOMA_BPAGE_SIZE)
+			n = HOMA_BPAGE_SIZE;
+		const uint8_t *p = (const uint8_t *)region + ra->bpage_offsets[b];
+		for (uint32_t i = 0; i < n; i++)
+			if (p[i] != hx_pattern(len, off + i))
+				return (long)(off + i);
+		off += n;
+	}
+	return off == len ? -1 : (long)off;
+}
+
+static void fill(uint32_t len)
+{
+	for (uint32_t i = 0; i < len; i++)
+		sendbuf[i] = hx_pattern(len, i);
+}
+
+static ssize_t send_msg(int fd, const struct sockaddr_in *to, uint64_t id,
+			uint32_t len, uint64_t cookie, uint64_t *id_out)
+{
+	struct homa_sendmsg_args sa = {.id = id, .completion_cookie = cookie};
+	struct iovec iov = {.iov_base = sendbuf, .iov_len = len};
+	struct msghdr m = {.msg_name = (void *)to,
+			   .msg_namelen = sizeof(*to),
+			   .msg_iov = &iov,
+			   .msg_iovlen = 1,
+			   // The module reads the args from user space itself;
+			   // a nonzero msg_controllen makes it refuse (EINVAL).
+			   .msg_control = &sa,
+			   .msg_controllen = 0};
+	fill(len);
+	ssize_t r = sendmsg(fd, &m, 0);
+	if (id_out)
+		*id_out = sa.id;
+	return r;
+}
+
+static int run_server(int port, long resp)
+{
+	int fd = open_sock(port);
+	if (fd < 0)
+		return 1;
+	struct homa_recvmsg_args ra;
+	memset(&ra, 0, sizeof(ra));
+	struct sockaddr_in src;
+	unsigned long n = 0, bad = 0;
+	printf("khoma_peer: server on port %d\n", port);
+	fflush(stdout);
+	for (;;) {
+		struct msghdr m = {.msg_name = &src,
+				   .msg_namelen = sizeof(src),
+				   .msg_control = &ra,
+				   .msg_controllen = sizeof(ra)};
+		ra.id = 0;
+		ssize_t len = recvmsg(fd, &m, 0);
+		if (len < 0) {
+			printf("khoma_peer: recvmsg: %s\n", strerror(errno));
+			fflush(stdout);
+			continue;
+		}
+		long at = verify(&ra, (uint32_t)len);
+		n++;
+		if (at >= 0) {
+			bad++;
+			printf("khoma_peer: request id %llu len %zd bad at %ld (%lu bad of %lu)\n",
+			       (unsigned long long)ra.id, len, at, bad, n);
+			fflush(stdout);
+		}
+		uint32_t rlen = resp >= 0 ? (uint32_t)resp : (uint32_t)len;
+		if (send_msg(fd, &src, ra.id, rlen, 0, NULL) < 0) {
+			printf("khoma_peer: sendmsg reply: %s\n", strerror(errno));
+			fflush(stdout);
+		}
+	}
+}
+
+struct slot {
+	uint32_t len;
+	int busy;
+};
+
+static int run_client(const char *server, const uint32_t *lens, int nlens,
+		      long count, int inflight, double seconds, int timeout_ok)
+{
+	struct sockaddr_in to = {.sin_family = AF_INET};
+	char host[64];
+	const char *colon = strchr(server, ':');
+	if (!colon || (size_t)(colon - server) >= sizeof(host)) {
+		fprintf(stderr, "khoma_peer: --server ADDR:PORT\n");
+		return 2;
+	}
+	memcpy(host, server, (size_t)(colon - server));
+	host[colon - server] = 0;
+	if (inet_pton(AF_INET, host, &to.sin_addr) != 1) {
+		fprintf(stderr, "khoma_peer: bad address %s\n", host);
+		return 2;
+	}
+	to.sin_port = htons((uint16_t)atoi(colon + 1));
+	int fd = open_sock(0);
+	if (fd < 0)
+		return 1;
+	struct slot slots[MAX_INFLIGHT];
+	memset(slots, 0, sizeof(slots));
+	struct homa_recvmsg_args ra;
+	memset(&ra, 0, sizeof(ra));
+	unsigned long ok = 0, bad = 0, errs = 0, sent = 0;
+	unsigned long long bytes = 0;
+	double t0 = now_s();
+	long per_len[MAX_LENS] = {0};
+	long next = 0; // index of the next request: lens[next % nlens]
+	int outstanding = 0;
+	for (;;) {
+		int more = seconds > 0 ? now_s() - t0 < seconds
+				       : next < count * nlens;
+		while (more && outstanding < inflight) {
+			int s = 0;
+			while (slots[s].busy)
+				s++;
+			uint32_t len = lens[next % nlens];
+			uint64_t id;
+			if (send_msg(fd, &to, 0, len, (uint64_t)s + 1, &id) < 0) {
+				printf("khoma_peer: sendmsg len %u: %s\n", len,
+				       strerror(errno));
+				errs++;
+				break;
+			}
+			slots[s].busy = 1;
+			slots[s].len = len;
+			outstanding++;
+			sent++;
+			next++;
+			more = seconds > 0 ? 1 : next < count * nlens;
+		}
+		if (outstanding == 0)
+			break;
+		struct msghdr m = {.msg_control = &ra,
+				   .msg_controllen = sizeof(ra)};
+		ra.id = 0;
+		ssize_t len = recvmsg(fd, &m, 0);
+		uint64_t c = ra.completion_cookie;
+		if (c < 1 || c > MAX_INFLIGHT || !slots[c - 1].busy) {
+			printf("khoma_peer: recvmsg: unknown cookie %llu (%s)\n",
+			       (unsigned long long)c,
+			       len < 0 ? strerror(errno) : "ok");
+			errs++;
+			if (errs > 100)
+				break;
+			continue;
+		}
+		struct slot *sl = &slots[c - 1];
+		sl->busy = 0;
+		outstanding--;
+		if (len < 0) {
+			printf("khoma_peer: rpc len %u failed: %s\n", sl->len,
+			       strerror(errno));
+			if (!(timeout_ok && errno == ETIMEDOUT))
+				errs++;
+			continue;
+		}
+		long at = (uint32_t)len == sl->len ? verify(&ra, sl->len) : 0;
+		if (at >= 0) {
+			bad++;
+			printf("khoma_peer: response len %zd (want %u) bad at %ld\n",
+			       len, sl->len, at);
+			continue;
+		}
+		ok++;
+		bytes += (unsigned long long)len;
+		for (int i = 0; i < nlens; i++)
+			if (lens[i] == sl->len)
+				per_len[i]++;
+	}
+	double dt = now_s() - t0;
+	for (int i = 0; i < nlens; i++)
+		printf("khoma_peer: len %u ok %ld\n", lens[i], per_len[i]);
+	printf("khoma_peer: %s rpcs=%lu sent=%lu bad=%lu errors=%lu bytes=%llu seconds=%.2f\n",
+	       bad || errs || ok != sent ? "FAIL" : "ok", ok, sent, bad, errs,
+	       bytes, dt);
+	return bad || errs || ok != sent ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		fprintf(stderr, "usage: khoma_peer server|client [options]\n");
+		return 2;
+	}
+	int port = 4000, inflight = 1, nlens = 0, timeout_ok = 0;
+	long resp = -1, count = 1;
+	double seconds = 0;
+	const char *server = NULL;
+	uint32_t lens[MAX_LENS];
+	for (int i = 2; i < argc; i++) {
+		const char *a = argv[i];
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (!strcmp(a, "--timeout-ok")) {
+			timeout_ok = 1;
+			continue;
+		}
+		if (!v) {
+			fprintf(stderr, "khoma_peer: %s needs a value\n", a);
+			return 2;
+		}
+		i++;
+		if (!strcmp(a, "--port"))
+			port = atoi(v);
+		else if (!strcmp(a, "--resp"))
+			resp = atol(v);
+		else if (!strcmp(a, "--count"))
+			count = atol(v);
+		else if (!strcmp(a, "--inflight"))
+			inflight = atoi(v);
+		else if (!strcmp(a, "--seconds"))
+			seconds = atof(v);
+		else if (!strcmp(a, "--server"))
+			server = v;
+		else if (!strcmp(a, "--lens")) {
+			char *copy = strdup(v), *save = NULL;
+			for (char *t = strtok_r(copy, ",", &save);
+			     t && nlens < MAX_LENS; t = strtok_r(NULL, ",", &save))
+				lens[nlens++] = (uint32_t)strtoul(t, NULL, 0);
+			free(copy);
+		} else {
+			fprintf(stderr, "khoma_peer: unknown option %s\n", a);
+			return 2;
+		}
+	}
+	if (inflight < 1 || inflight > MAX_INFLIGHT || resp > HOMA_MAX_MESSAGE_LENGTH) {
+		fprintf(stderr, "khoma_peer: bad --inflight or --resp\n");
+		return 2;
+	}
+	for (int i = 0; i < nlens; i++)
+		if (lens[i] > HOMA_MAX_MESSAGE_LENGTH) {
+			fprintf(stderr, "khoma_peer: length %u too long\n", lens[i]);
+			return 2;
+		}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (!strcmp(argv[1], "server"))
+		return run_server(port, resp);
+	if (!strcmp(argv[1], "client") && server && nlens > 0)
+		return run_client(server, lens, nlens, count, inflight, seconds,
+				  timeout_ok);
+	fprintf(stderr, "khoma_peer: client needs --server and --lens\n");
+	return 2;
+}
