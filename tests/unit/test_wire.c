@@ -1000,7 +1000,8 @@ static void homa_strerror__all_codes(void **state)
         HOMA_OK,           HOMA_ERR_INVAL,     HOMA_ERR_NOMEM,   HOMA_ERR_AGAIN,
         HOMA_ERR_TIMEOUT,  HOMA_ERR_NOT_FOUND, HOMA_ERR_MSGSIZE, HOMA_ERR_PORT_IN_USE,
         HOMA_ERR_NO_PORT,  HOMA_ERR_ABORTED,   HOMA_ERR_LIMIT,   HOMA_ERR_STATE,
-        HOMA_ERR_SHUTDOWN, HOMA_ERR_IO,        HOMA_ERR_ADDR,
+        HOMA_ERR_SHUTDOWN, HOMA_ERR_IO,        HOMA_ERR_ADDR,    HOMA_ERR_UNREACHABLE,
+        HOMA_ERR_PERM,
     };
     const size_t n = sizeof(codes) / sizeof(codes[0]);
     for (size_t i = 0; i < n; i++) {
@@ -1016,7 +1017,7 @@ static void homa_strerror__all_codes(void **state)
 static void homa_strerror__unknown(void **state)
 {
     (void)state;
-    static const int codes[] = {1, 100, -15, -1000, INT_MIN, INT_MAX};
+    static const int codes[] = {1, 100, -17, -1000, INT_MIN, INT_MAX};
     for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
         assert_string_equal(homa_strerror(codes[i]), "unknown error");
 }
