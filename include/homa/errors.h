@@ -28,6 +28,8 @@ enum homa_err {
     HOMA_ERR_SHUTDOWN = -12,    /* the socket or engine is closing */
     HOMA_ERR_IO = -13,          /* an operating-system I/O error (see errno-based detail) */
     HOMA_ERR_ADDR = -14,        /* address could not be parsed or resolved */
+    HOMA_ERR_UNREACHABLE = -15, /* the network reported the peer unreachable (ICMP) */
+    HOMA_ERR_PERM = -16,        /* not permitted (raw sockets need CAP_NET_RAW) */
 };
 
 /* Returns a static description of err (any int; unknown values are named as such). */

@@ -144,13 +144,18 @@ HOMA_API int homa_faults_none(const homa_faults *f);
  * ------------------------------------------------------------------------ */
 
 /* Runtime option flags.  HOMA_RT_IGNORE_ENV: ignore the HOMA_* environment
- * variables (HOMA_FAULTS, HOMA_PCAP, HOMA_MTU, HOMA_BUSY_POLL_US). */
+ * variables (HOMA_FAULTS, HOMA_PCAP, HOMA_MTU, HOMA_BUSY_POLL_US,
+ * HOMA_DRIVER). */
 #define HOMA_RT_IGNORE_ENV 1u
 #define HOMA_RT_NO_GSO 2u /* never use UDP GSO on send */
 #define HOMA_RT_NO_GRO 4u /* never ask for UDP GRO on receive */
 /* Never receive DATA payloads in place (always through the driver's
  * receive buffers and a copy); for measurements. */
 #define HOMA_RT_NO_PLACE 8u
+/* Use the raw IP driver (Homa over IP protocol 146, the Linux module's
+ * wire format; needs CAP_NET_RAW) instead of UDP.  Env HOMA_DRIVER=raw or
+ * HOMA_DRIVER=udp, when set, replaces this choice. */
+#define HOMA_RT_RAW 16u
 
 typedef struct homa_runtime_options {
     /* Engine configuration.  config.max_payload is ignored (max_payload
@@ -189,7 +194,7 @@ HOMA_API void homa_runtime_options_default(homa_runtime_options *opts);
 
 /* Creates a runtime: the engine, no sockets yet, and the background thread.
  * opts NULL = defaults.  Environment variables (HOMA_FAULTS, HOMA_PCAP,
- * HOMA_MTU, HOMA_BUSY_POLL_US) apply unless HOMA_RT_IGNORE_ENV; a
+ * HOMA_MTU, HOMA_BUSY_POLL_US, HOMA_DRIVER) apply unless HOMA_RT_IGNORE_ENV; a
  * malformed one fails with HOMA_ERR_INVAL and a message on stderr.
  * Errors: HOMA_ERR_INVAL, HOMA_ERR_NOMEM, HOMA_ERR_IO. */
 HOMA_API int homa_runtime_create(const homa_runtime_options *opts, homa_runtime **out);
@@ -204,7 +209,7 @@ HOMA_API int homa_runtime_default(homa_runtime **out);
 /* The engine configuration in force (max_payload as derived). */
 HOMA_API const homa_config *homa_runtime_config(const homa_runtime *rt);
 
-/* Counters of the UDP driver.  X(name, description) for every field. */
+/* Counters of the I/O driver (UDP or raw IP).  X(name, description) for every field. */
 #define HOMA_DRIVER_COUNTER_LIST(X)                                                                \
     X(send_syscalls, "sendmsg/sendmmsg calls")                                                     \
     X(recv_syscalls, "recvmmsg calls (including those that found nothing)")                        \
@@ -228,7 +233,8 @@ HOMA_API const homa_config *homa_runtime_config(const homa_runtime *rt);
     X(fault_dups, "packets duplicated by fault injection")                                         \
     X(fault_reorders, "packets reordered by fault injection")                                      \
     X(fault_delays, "packets delayed by fault injection")                                          \
-    X(pcap_records, "packets written to the pcap file")
+    X(pcap_records, "packets written to the pcap file")                                           \
+    X(icmp_unreach, "ICMP unreachable reports that failed a peer's RPCs at once")
 
 typedef struct homa_driver_counters {
 #define HOMA_DRIVER_COUNTER_FIELD(name, desc) uint64_t name;

@@ -53,6 +53,14 @@ static struct err_class err_classes[] = {
     {HOMA_ERR_ADDR, EADDRNOTAVAIL, "AddressError",
      "An address could not be parsed or resolved (HOMA_ERR_ADDR); also a ValueError.",
      &PyExc_ValueError, NULL},
+    {HOMA_ERR_UNREACHABLE, EHOSTUNREACH, "UnreachableError",
+     "The network answered ICMP unreachable for the peer: no Homa there, or no such port\n"
+     "(HOMA_ERR_UNREACHABLE).",
+     NULL, NULL},
+    {HOMA_ERR_PERM, EPERM, "NotPermittedError",
+     "Not permitted: the raw IP driver needs CAP_NET_RAW (HOMA_ERR_PERM); also a\n"
+     "builtins.PermissionError.",
+     &PyExc_PermissionError, NULL},
 };
 #define N_ERR_CLASSES (sizeof(err_classes) / sizeof(err_classes[0]))
 

@@ -36,6 +36,12 @@ const char *homa_strerror(int err)
         return "operating-system I/O error";
     case HOMA_ERR_ADDR:
         return "address could not be parsed or resolved";
+    case HOMA_ERR_UNREACHABLE:
+        return "the peer is unreachable: the network answered ICMP unreachable (no Homa "
+               "there, or no such port)";
+    case HOMA_ERR_PERM:
+        return "operation not permitted: raw sockets need CAP_NET_RAW (run as root, or "
+               "setcap cap_net_raw+ep on the program)";
     default:
         return "unknown error";
     }

@@ -36,7 +36,7 @@
 
 #include "io/io.h"
 
-#define TX_PULL 64    /* packets per homa_engine_pull */
+#define TX_PULL 64 /* packets per homa_engine_pull */
 /* Payload bytes one transmission may send before it returns.  A thread
  * inside homa_send/homa_reply (or release, recv) stops after TX_APP_BUDGET
  * and leaves the rest to the poll token holder or the background thread,
@@ -45,8 +45,8 @@
  * reading packets in between. */
 #define TX_APP_BUDGET (256u << 10)
 #define TX_POLL_BUDGET (1u << 20)
-#define RX_CHUNK 64   /* packets per driver recv */
-#define RX_BUDGET 256 /* packets per socket per poll pass (fairness) */
+#define RX_CHUNK 64                /* packets per driver recv */
+#define RX_BUDGET 256              /* packets per socket per poll pass (fairness) */
 #define RX_BYTES_BUDGET (1u << 20) /* bytes per socket per poll pass */
 #define RX_TX_BYTES (128u << 10)   /* bytes read in place before transmitting */
 #define MAX_EVENTS 16
@@ -458,7 +458,10 @@ static int poll_pass(homa_runtime *rt)
                 homa_io_rx *p = &rt->rx[i];
                 bytes += p->len;
                 untx += p->len;
-                if (!p->placed) {
+                if (p->unreach) {
+                    /* ICMP unreachable: fail the RPCs now, not at the timeout. */
+                    homa_engine_peer_unreachable(rt->eng, now, &p->src, p->sport);
+                } else if (!p->placed) {
                     homa_engine_input(rt->eng, now, &p->src, p->data, p->len);
                 } else if (p->len > 0) {
                     homa_engine_place_end(rt->eng, now, p->data, HOMA_IO_PLACED_HDR, p->len);
@@ -745,6 +748,17 @@ static int env_options(homa_runtime_options *o)
         }
         o->busy_poll_us = (uint32_t)us;
     }
+    v = getenv("HOMA_DRIVER");
+    if (v != NULL && v[0] != '\0') {
+        if (strcmp(v, "raw") == 0) {
+            o->flags |= HOMA_RT_RAW;
+        } else if (strcmp(v, "udp") == 0) {
+            o->flags &= ~HOMA_RT_RAW;
+        } else {
+            fprintf(stderr, "libhoma: HOMA_DRIVER=\"%s\": expected udp or raw\n", v);
+            return HOMA_ERR_INVAL;
+        }
+    }
     v = getenv("HOMA_MTU");
     if (v != NULL && v[0] != '\0' && o->mtu == 0) {
         char *end;
@@ -804,8 +818,7 @@ int homa_runtime_create(const homa_runtime_options *opts_in, homa_runtime **out)
          * halves the GRANTs and lets the sender send two packets per call;
          * max_incoming follows so that three such windows can be open. */
         if (rt->cfg.grant_window == defaults.grant_window) rt->cfg.grant_window = 2 * two;
-        if (rt->cfg.max_incoming == defaults.max_incoming &&
-            rt->cfg.max_incoming < 6 * two)
+        if (rt->cfg.max_incoming == defaults.max_incoming && rt->cfg.max_incoming < 6 * two)
             rt->cfg.max_incoming = 6 * two;
     }
 
@@ -813,7 +826,7 @@ int homa_runtime_create(const homa_runtime_options *opts_in, homa_runtime **out)
     rt->spin_ns = rt->busy_poll_ns;
     rt->grace_ns = rt->cfg.tick_ns > 100000 ? rt->cfg.tick_ns : 100000;
     rt->faults = o.faults;
-    rt->io = &homa_udp_ops;
+    rt->io = (o.flags & HOMA_RT_RAW) ? &homa_raw_ops : &homa_udp_ops;
     rt->io_opts.flags = o.flags & (HOMA_IO_NO_GSO | HOMA_IO_NO_GRO);
     rt->io_opts.faults = homa_faults_none(&rt->faults) ? NULL : &rt->faults;
     rt->io_opts.place = (o.flags & HOMA_RT_NO_PLACE) ? NULL : rt_place;
@@ -1208,8 +1221,8 @@ static int send_common(homa_socket *s, const homa_endpoint *dst, const void *buf
         rc = homa_engine_send_request_owned(rt->eng, now_ns(), s->port, &dst->addr, dst->port,
                                             owned, len, cookie, &rid);
     else
-        rc = homa_engine_send_request(rt->eng, now_ns(), s->port, &dst->addr, dst->port, buf,
-                                      len, cookie, &rid);
+        rc = homa_engine_send_request(rt->eng, now_ns(), s->port, &dst->addr, dst->port, buf, len,
+                                      cookie, &rid);
     if (rc == 0) {
         tx_app(rt);
         check_deadline(rt);
@@ -1251,8 +1264,7 @@ static int reply_common(homa_socket *s, const homa_addr *peer, uint16_t peer_por
     } else {
         homa_addr a = peer ? *peer : (*pp)->peer;
         uint16_t p = peer ? peer_port : (*pp)->peer_port;
-        rc = owned ? homa_engine_send_reply_owned(rt->eng, now_ns(), s->port, &a, p, id, owned,
-                                                  len)
+        rc = owned ? homa_engine_send_reply_owned(rt->eng, now_ns(), s->port, &a, p, id, owned, len)
                    : homa_engine_send_reply(rt->eng, now_ns(), s->port, &a, p, id, buf, len);
         /* Forget the request once answered, or once the engine says it can
          * never be answered. */

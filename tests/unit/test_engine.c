@@ -1164,10 +1164,114 @@ static void homa_engine_place__rpc_freed_during_placement(void **state)
     pair_destroy(&p);
 }
 
+static int drop_from_client(void *arg, int from, const struct pair_pkt *pk)
+{
+    (void)arg;
+    (void)pk;
+    return from == 0;
+}
+
+static int drop_all(void *arg, int from, const struct pair_pkt *pk)
+{
+    (void)arg;
+    (void)from;
+    (void)pk;
+    return 1;
+}
+
+/* The Linux module answers NEED_ACK with an ACK whose num_acks is 0: the
+ * RPC it acknowledges is the one its common header names. */
+static void homa_engine_input__ack_without_records_ends_named_rpc(void **state)
+{
+    (void)state;
+    struct pair p;
+    setup_pair(&p, NULL);
+    uint64_t id = 0;
+    assert_int_equal(homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, "ping", 4,
+                                              0, &id),
+                     0);
+    pair_settle(&p);
+    homa_msg m;
+    assert_int_equal(homa_engine_recv(p.e[1], SPORT, HOMA_RECV_REQUEST, 0, &m), 0);
+    /* From now on nothing the client sends arrives (no piggybacked ack). */
+    p.filter = drop_from_client;
+    assert_int_equal(
+        homa_engine_send_reply(p.e[1], p.now, SPORT, &m.peer, m.peer_port, m.id, "pong", 4), 0);
+    homa_engine_release(p.e[1], &m);
+    pair_settle(&p);
+    homa_counters c;
+    homa_engine_counters(p.e[1], &c);
+    assert_int_equal(c.rpcs_live, 1); /* waiting for the ack */
+    uint64_t acked = c.server_acked;
+
+    struct homa_wire_pkt ack;
+    memset(&ack, 0, sizeof(ack));
+    ack.type = HOMA_PKT_ACK;
+    ack.sport = CPORT;
+    ack.dport = SPORT;
+    ack.sender_id = id;
+    ack.u.ack.num_acks = 0;
+    uint8_t buf[HOMA_MAX_HDR_LEN];
+    size_t n = homa_wire_encode(&ack, buf);
+    buf[13] = 0x06; /* the kernel's look-alike fields change nothing */
+    buf[18] = 0xb9;
+    buf[19] = 0x7d;
+    assert_int_equal(homa_engine_input(p.e[1], p.now, &p.addr[0], buf, n), 0);
+    homa_engine_counters(p.e[1], &c);
+    assert_int_equal(c.rpcs_live, 0);
+    assert_int_equal(c.server_acked, acked + 1);
+    /* A second one finds nothing and harms nothing. */
+    assert_int_equal(homa_engine_input(p.e[1], p.now, &p.addr[0], buf, n), 0);
+    homa_engine_counters(p.e[1], &c);
+    assert_int_equal(c.server_acked, acked + 1);
+    pair_destroy(&p);
+}
+
+/* ICMP unreachable reported by the driver: the client RPCs to that peer
+ * (and port) fail at once with HOMA_ERR_UNREACHABLE. */
+static void homa_engine_peer_unreachable__fails_client_rpcs(void **state)
+{
+    (void)state;
+    struct pair p;
+    setup_pair(&p, NULL);
+    p.filter = drop_all;
+    uint64_t a = 0, b = 0;
+    assert_int_equal(
+        homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, "a", 1, 1, &a), 0);
+    assert_int_equal(
+        homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT + 1, "b", 1, 2, &b), 0);
+    pair_settle(&p);
+    homa_msg r;
+    assert_int_equal(homa_engine_recv(p.e[0], CPORT, HOMA_RECV_RESPONSE, 0, &r), HOMA_ERR_AGAIN);
+    /* Another host, or another port of it: nothing fails. */
+    assert_int_equal(homa_engine_peer_unreachable(p.e[0], p.now, &p.addr[0], 0), 0);
+    assert_int_equal(homa_engine_peer_unreachable(p.e[0], p.now, &p.addr[1], SPORT + 2), 0);
+    /* Port unreachable: only the RPC to that port. */
+    assert_int_equal(homa_engine_peer_unreachable(p.e[0], p.now, &p.addr[1], SPORT), 1);
+    assert_int_equal(homa_engine_recv(p.e[0], CPORT, HOMA_RECV_RESPONSE, 0, &r), 0);
+    assert_int_equal(r.id, a);
+    assert_int_equal(r.error, HOMA_ERR_UNREACHABLE);
+    homa_engine_release(p.e[0], &r);
+    assert_int_equal(homa_engine_recv(p.e[0], CPORT, HOMA_RECV_RESPONSE, 0, &r), HOMA_ERR_AGAIN);
+    /* Port 0 (protocol unreachable): every RPC to the host. */
+    assert_int_equal(homa_engine_peer_unreachable(p.e[0], p.now, &p.addr[1], 0), 1);
+    assert_int_equal(homa_engine_recv(p.e[0], CPORT, HOMA_RECV_RESPONSE, 0, &r), 0);
+    assert_int_equal(r.id, b);
+    assert_int_equal(r.error, HOMA_ERR_UNREACHABLE);
+    homa_engine_release(p.e[0], &r);
+    assert_int_equal(homa_engine_peer_unreachable(NULL, 0, &p.addr[1], 0), HOMA_ERR_INVAL);
+    homa_counters c;
+    homa_engine_counters(p.e[0], &c);
+    assert_int_equal(c.rpcs_live, 0);
+    pair_destroy(&p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(homa_config_validate__defaults_ok),
+        cmocka_unit_test(homa_engine_input__ack_without_records_ends_named_rpc),
+        cmocka_unit_test(homa_engine_peer_unreachable__fails_client_rpcs),
         cmocka_unit_test(homa_counter_name__all_named),
         cmocka_unit_test(homa_engine_port_open__errors),
         cmocka_unit_test(homa_engine_port_rpcs__counts_until_acked),

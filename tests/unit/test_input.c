@@ -138,6 +138,9 @@ static void homa_engine_input__fields_out_of_range(void **state)
     for (size_t i = 0; i < 4; i++) {
         len = build(HOMA_PKT_DATA, buf);
         put32(buf + 52, offsets[i]);
+        /* 0xffffffff says "the offset is in sequence" (the kernel's rule):
+         * a hostile sequence must be range-checked the same way. */
+        if (offsets[i] == 0xffffffffu) put32(buf + 4, 0xfffffff0u);
         expect_drop(e, buf, len, HOMA_DROP_BAD_RANGE, "drop_bad_range");
     }
     /* DATA: message longer than the configured maximum (range itself fine) */
