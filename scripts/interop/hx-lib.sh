@@ -7,7 +7,7 @@
 #   hx_vm_start I            boot VM I (10.77.0.(1+I)) on tap hx-interop-tI
 #   hx_vm I SCRIPT [TMO]     run SCRIPT (sh) in VM I, print its output, return its status
 #   hx_ns CMD...             run CMD in the namespace (the libhoma side)
-#   hx_capture_start F [EXPR] / hx_capture_stop   tcpdump -w F on the bridge
+#   hx_capture_start F [EXPR] [SNAPLEN] / hx_capture_stop   tcpdump -w F on the bridge
 #   hx_teardown              stop VMs and captures, delete the namespace
 #
 # Environment: HOMA_MODULE_SRC, HX_WORK, HX_KVER (see hx-build.sh); HX_ACCEL
@@ -198,11 +198,11 @@ hx_vm() {
 }
 
 hx_capture_start() {
-    local f=$1 expr=${2:-ip proto 146 or icmp}
+    local f=$1 expr=${2:-ip proto 146 or icmp} snap=${3:-0}
     # Not through hx_ns: a backgrounded function is a subshell, and the
     # SIGINT that makes tcpdump flush must reach tcpdump itself.
     # shellcheck disable=SC2086
-    ip netns exec "$HX_NS" tcpdump -i hx-interop-br -s 0 -U -n -w "$f" $expr \
+    ip netns exec "$HX_NS" tcpdump -i hx-interop-br -s "$snap" -U -n -w "$f" $expr \
         2>"$HX_TMP/tcpdump-$$.log" &
     HX_CAP_PID+=($!)
     local n=0

@@ -5,7 +5,10 @@
 // is hx_pattern(L, i), so either side can verify any message without a
 // header.
 //
-//   khoma_peer server [--port P] [--resp N]      echo (or answer N bytes)
+//   khoma_peer server [--port P] [--resp N] [--delay-ms D]
+//                     echo (or answer N bytes), D ms after the request;
+//                     SIGUSR1 prints "khoma_peer: info num_rpcs N" (the
+//                     socket's live RPCs, from HOMAIOCINFO)
 //   khoma_peer client --server A:P --lens L1,L2,... [--count N]
 //                     [--inflight K] [--seconds S] [--timeout-ok]
 //
@@ -18,7 +21,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -39,6 +44,24 @@ static uint8_t hx_pattern(uint32_t len, uint32_t i)
 }
 
 static char *region;
+static volatile sig_atomic_t want_info;
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	want_info = 1;
+}
+
+static void print_info(int fd)
+{
+	struct homa_info info;
+	memset(&info, 0, sizeof(info));
+	if (ioctl(fd, HOMAIOCINFO, &info) < 0)
+		printf("khoma_peer: HOMAIOCINFO: %s\n", strerror(errno));
+	else
+		printf("khoma_peer: info num_rpcs %u\n", info.num_rpcs);
+	fflush(stdout);
+}
 static uint8_t *sendbuf;
 
 static double now_s(void)
@@ -123,11 +146,14 @@ static ssize_t send_msg(int fd, const struct sockaddr_in *to, uint64_t id,
 	return r;
 }
 
-static int run_server(int port, long resp)
+static int run_server(int port, long resp, long delay_ms)
 {
 	int fd = open_sock(port);
 	if (fd < 0)
 		return 1;
+	// No SA_RESTART: the signal interrupts recvmsg so the info comes out.
+	struct sigaction sa = {.sa_handler = on_usr1};
+	sigaction(SIGUSR1, &sa, NULL);
 	struct homa_recvmsg_args ra;
 	memset(&ra, 0, sizeof(ra));
 	struct sockaddr_in src;
@@ -141,6 +167,12 @@ static int run_server(int port, long resp)
 				   .msg_controllen = sizeof(ra)};
 		ra.id = 0;
 		ssize_t len = recvmsg(fd, &m, 0);
+		if (want_info) {
+			want_info = 0;
+			print_info(fd);
+		}
+		if (len < 0 && errno == EINTR)
+			continue;
 		if (len < 0) {
 			printf("khoma_peer: recvmsg: %s\n", strerror(errno));
 			fflush(stdout);
@@ -154,6 +186,8 @@ static int run_server(int port, long resp)
 			       (unsigned long long)ra.id, len, at, bad, n);
 			fflush(stdout);
 		}
+		if (delay_ms > 0)
+			usleep((useconds_t)delay_ms * 1000);
 		uint32_t rlen = resp >= 0 ? (uint32_t)resp : (uint32_t)len;
 		if (send_msg(fd, &src, ra.id, rlen, 0, NULL) < 0) {
 			printf("khoma_peer: sendmsg reply: %s\n", strerror(errno));
@@ -274,7 +308,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	int port = 4000, inflight = 1, nlens = 0, timeout_ok = 0;
-	long resp = -1, count = 1;
+	long resp = -1, count = 1, delay_ms = 0;
 	double seconds = 0;
 	const char *server = NULL;
 	uint32_t lens[MAX_LENS];
@@ -292,6 +326,8 @@ int main(int argc, char **argv)
 		i++;
 		if (!strcmp(a, "--port"))
 			port = atoi(v);
+		else if (!strcmp(a, "--delay-ms"))
+			delay_ms = atol(v);
 		else if (!strcmp(a, "--resp"))
 			resp = atol(v);
 		else if (!strcmp(a, "--count"))
@@ -324,7 +360,7 @@ int main(int argc, char **argv)
 		}
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (!strcmp(argv[1], "server"))
-		return run_server(port, resp);
+		return run_server(port, resp, delay_ms);
 	if (!strcmp(argv[1], "client") && server && nlens > 0)
 		return run_client(server, lens, nlens, count, inflight, seconds,
 				  timeout_ok);
