@@ -177,6 +177,9 @@ static void client_restart(struct homa_engine *eng, struct homa_rpc *rpc)
     m->granted = m->unsched;
     m->num_rtx = 0;
     m->empty_pending = (m->length == 0);
+    /* The restarted request is sent afresh under the peer's current cutoffs
+     * (its DATA carries their version), so its priority must follow them. */
+    m->unsched_prio = homa_unsched_prio(eng, rpc->peer->cutoffs, m->length);
     rpc->confirmed = false;
     rpc->probes = 0;
     rpc->asked = false;

@@ -70,6 +70,10 @@ static int scan_file(const char *path)
                "%llu",
                (unsigned long long)fl->cutoffs_match, (unsigned long long)fl->cutoffs_mismatch,
                (unsigned long long)fl->cutoffs_other_version);
+        for (uint64_t k = 0; k < fl->cutoffs_mismatch && k < 4; k++)
+            printf("\n    mismatch: record %llu message_length %u priority %u, cutoffs say %u",
+                   (unsigned long long)fl->mismatch[k].record, fl->mismatch[k].length,
+                   fl->mismatch[k].prio, fl->mismatch[k].want);
         if (fl->have_cutoffs) {
             printf("\n    last CUTOFFS sent: version %u:", fl->cutoffs_version);
             for (int p = 7; p >= 0; p--)

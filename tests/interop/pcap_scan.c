@@ -136,10 +136,17 @@ static void scan_ip(struct hx_pcap_stats *st, const uint8_t *p, size_t caplen, s
                     want = i;
                     break;
                 }
-            if ((tos >> 5) == want)
+            if ((tos >> 5) == want) {
                 f->cutoffs_match++;
-            else
+            } else {
+                if (f->cutoffs_mismatch < 4) {
+                    f->mismatch[f->cutoffs_mismatch].record = st->records;
+                    f->mismatch[f->cutoffs_mismatch].length = pkt.u.data.message_length;
+                    f->mismatch[f->cutoffs_mismatch].prio = (uint8_t)(tos >> 5);
+                    f->mismatch[f->cutoffs_mismatch].want = (uint8_t)want;
+                }
                 f->cutoffs_mismatch++;
+            }
         } else {
             f->cutoffs_other_version++;
         }

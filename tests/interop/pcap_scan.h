@@ -27,6 +27,12 @@ struct hx_flow {
      * is the one the receiver announced: priority as those cutoffs say, or
      * not; and those sent under another version. */
     uint64_t cutoffs_match, cutoffs_mismatch, cutoffs_other_version;
+    /* The first mismatches: record number, message length, priority, expected. */
+    struct {
+        uint64_t record;
+        uint32_t length;
+        uint8_t prio, want;
+    } mismatch[4];
 };
 
 struct hx_pcap_stats {
