@@ -5,10 +5,12 @@
 // is hx_pattern(L, i), so either side can verify any message without a
 // header.
 //
-//   khoma_peer server [--port P] [--resp N] [--delay-ms D]
+//   khoma_peer server [--port P] [--resp N] [--delay-ms D] [--lose N]
 //                     echo (or answer N bytes), D ms after the request;
 //                     SIGUSR1 prints "khoma_peer: info num_rpcs N" (the
-//                     socket's live RPCs, from HOMAIOCINFO)
+//                     socket's live RPCs, from HOMAIOCINFO); --lose N: the
+//                     first N requests are lost: the socket is closed (which
+//                     frees its RPCs) and at once opened again on the port
 //   khoma_peer client --server A:P --lens L1,L2,... [--count N]
 //                     [--inflight K] [--seconds S] [--timeout-ok]
 //
@@ -146,7 +148,7 @@ static ssize_t send_msg(int fd, const struct sockaddr_in *to, uint64_t id,
 	return r;
 }
 
-static int run_server(int port, long resp, long delay_ms)
+static int run_server(int port, long resp, long delay_ms, long lose)
 {
 	int fd = open_sock(port);
 	if (fd < 0)
@@ -180,6 +182,20 @@ static int run_server(int port, long resp, long delay_ms)
 		}
 		long at = verify(&ra, (uint32_t)len);
 		n++;
+		if (lose > 0) {
+			lose--;
+			unsigned long long lost_id = (unsigned long long)ra.id;
+			close(fd);
+			munmap(region, REGION_BYTES);
+			free(sendbuf);
+			fd = open_sock(port);
+			if (fd < 0)
+				return 1;
+			memset(&ra, 0, sizeof(ra));
+			printf("khoma_peer: lost request id %llu len %zd (socket reopened)\n",
+			       lost_id, len);
+			continue;
+		}
 		if (at >= 0) {
 			bad++;
 			printf("khoma_peer: request id %llu len %zd bad at %ld (%lu bad of %lu)\n",
@@ -308,7 +324,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	int port = 4000, inflight = 1, nlens = 0, timeout_ok = 0;
-	long resp = -1, count = 1, delay_ms = 0;
+	long resp = -1, count = 1, delay_ms = 0, lose = 0;
 	double seconds = 0;
 	const char *server = NULL;
 	uint32_t lens[MAX_LENS];
@@ -326,6 +342,8 @@ int main(int argc, char **argv)
 		i++;
 		if (!strcmp(a, "--port"))
 			port = atoi(v);
+		else if (!strcmp(a, "--lose"))
+			lose = atol(v);
 		else if (!strcmp(a, "--delay-ms"))
 			delay_ms = atol(v);
 		else if (!strcmp(a, "--resp"))
@@ -360,7 +378,7 @@ int main(int argc, char **argv)
 		}
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (!strcmp(argv[1], "server"))
-		return run_server(port, resp, delay_ms);
+		return run_server(port, resp, delay_ms, lose);
 	if (!strcmp(argv[1], "client") && server && nlens > 0)
 		return run_client(server, lens, nlens, count, inflight, seconds,
 				  timeout_ok);
