@@ -12,7 +12,8 @@
 #
 # Environment: HOMA_MODULE_SRC, HX_WORK, HX_KVER (see hx-build.sh); HX_ACCEL
 # (auto|kvm|tcg, default auto: KVM when a VM boots with it, else TCG);
-# HX_MEM (MiB, default 1024), HX_SMP (default 1), HX_BOOT_TIMEOUT (s, 180).
+# HX_MEM (MiB, default 1024), HX_SMP (default 1), HX_BOOT_TIMEOUT (s, 180),
+# HX_KERNEL_ARGS (more kernel command line, e.g. loglevel=8).
 
 HX_DIR=${HX_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}
 HX_ROOT=$(cd "$HX_DIR/../.." && pwd)
@@ -140,7 +141,7 @@ _hx_vm_boot() {
     ip netns exec "$HX_NS" "$HX_QEMU" "${cpu[@]}" -m "${HX_MEM:-1024}" -smp "${HX_SMP:-1}" \
         -nodefaults -no-user-config -nographic -display none -monitor none -no-reboot \
         -kernel "$HX_KERNEL" -initrd "$HX_WORK/initrd.cpio.gz" \
-        -append "console=ttyS0 panic=-1 quiet loglevel=4 hx.ip=10.77.0.$((1 + i))/24 $extra" \
+        -append "console=ttyS0 panic=-1 quiet loglevel=4 hx.ip=10.77.0.$((1 + i))/24 ${HX_KERNEL_ARGS:-} $extra" \
         -netdev tap,id=n0,ifname=hx-interop-t$i,script=no,downscript=no \
         -device virtio-net-pci,netdev=n0,mac=52:54:00:77:00:$(printf %02x $((1 + i))) \
         -serial "file:$HX_TMP/console-$i.log" -serial "pipe:$fifo" \
