@@ -3,7 +3,8 @@
 #   homa.ko and the module's util/ programs (static), built from a copy of
 #   the module source against the installed Debian 6.12 cloud headers, and an
 #   initramfs (busybox-static, virtio_net and its failover modules, homa.ko,
-#   the programs, libhoma's own kernel-side helper khoma_peer, an /init).
+#   the programs, libhoma's own kernel-side helper khoma_peer, libhoma's
+#   hx_lpeer when a libhoma build is there, an /init).
 # Rebuilds only what is missing or older than its inputs.
 #
 #   HOMA_MODULE_SRC  module source tree (default: ../shared/third_party/HomaModule)
@@ -45,10 +46,21 @@ if [[ ! -x $HX_WORK/khoma_peer || $HX_DIR/khoma_peer.c -nt $HX_WORK/khoma_peer ]
         -o "$HX_WORK/khoma_peer" "$HX_DIR/khoma_peer.c"
 fi
 
+# libhoma's peer, static, for libhoma runs inside the VMs (hx-bench.sh):
+# only when a libhoma build is there (HX_LIBHOMA_A, default build/src/libhoma.a).
+lib=${HX_LIBHOMA_A:-$HX_ROOT/build/src/libhoma.a}
+if [[ -f $lib && ( ! -x $HX_WORK/hx_lpeer || $lib -nt $HX_WORK/hx_lpeer ||
+      $HX_ROOT/tests/interop/hx_lpeer.c -nt $HX_WORK/hx_lpeer ) ]]; then
+    gcc -std=gnu11 -O2 -D_GNU_SOURCE -static -I"$HX_ROOT/include" -o "$HX_WORK/hx_lpeer" \
+        "$HX_ROOT/tests/interop/hx_lpeer.c" "$lib" -lpthread -lm 2>"$HX_WORK/lpeer-build.log" ||
+        { cat "$HX_WORK/lpeer-build.log" >&2; rm -f "$HX_WORK/hx_lpeer"; }
+fi
+
 # The initramfs.
 root=$HX_WORK/initramfs
 if [[ ! -f $HX_WORK/initrd.cpio.gz || $HX_DIR/hx-init.sh -nt $HX_WORK/initrd.cpio.gz ||
-      $HX_WORK/modsrc.stamp -nt $HX_WORK/initrd.cpio.gz || $HX_WORK/khoma_peer -nt $HX_WORK/initrd.cpio.gz ]]; then
+      $HX_WORK/modsrc.stamp -nt $HX_WORK/initrd.cpio.gz || $HX_WORK/khoma_peer -nt $HX_WORK/initrd.cpio.gz ||
+      ( -x $HX_WORK/hx_lpeer && $HX_WORK/hx_lpeer -nt $HX_WORK/initrd.cpio.gz ) ]]; then
     rm -rf "$root"
     mkdir -p "$root"/{bin,sbin,proc,sys,dev,tmp,mods,root}
     cp "$HX_BUSYBOX" "$root/bin/busybox"
@@ -70,6 +82,7 @@ if [[ ! -f $HX_WORK/initrd.cpio.gz || $HX_DIR/hx-init.sh -nt $HX_WORK/initrd.cpi
         strip -o "$root/bin/$p" "$HX_WORK/mod/util/$p"
     done
     strip -o "$root/bin/khoma_peer" "$HX_WORK/khoma_peer"
+    [[ -x $HX_WORK/hx_lpeer ]] && strip -o "$root/bin/hx_lpeer" "$HX_WORK/hx_lpeer"
     cp "$HX_DIR/hx-init.sh" "$root/init"
     chmod 755 "$root/init"
     (cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) >"$HX_WORK/initrd.cpio.gz.tmp"

@@ -55,8 +55,7 @@ static double now_s(void)
 static long verify(const uint8_t *p, size_t len)
 {
     for (size_t i = 0; i < len; i++)
-        if (p[i] != hx_pattern((uint32_t)len, (uint32_t)i))
-            return (long)i;
+        if (p[i] != hx_pattern((uint32_t)len, (uint32_t)i)) return (long)i;
     return -1;
 }
 
@@ -68,8 +67,7 @@ static void print_counters(homa_runtime *rt)
     const uint64_t *cv = (const uint64_t *)&c;
     for (size_t i = 0; homa_counter_name(i); i++)
         if (cv[i])
-            printf("hx_lpeer: counter %s %llu\n", homa_counter_name(i),
-                   (unsigned long long)cv[i]);
+            printf("hx_lpeer: counter %s %llu\n", homa_counter_name(i), (unsigned long long)cv[i]);
     const uint64_t *dv = (const uint64_t *)&d;
     for (size_t i = 0; i < homa_driver_counter_count(); i++)
         if (dv[i])
@@ -111,8 +109,7 @@ static int run_server(homa_socket *s, const struct opts *o, uint8_t *buf)
     while (!stop && now_s() - t0 < limit) {
         homa_msg m;
         int r = homa_recv(s, HOMA_RECV_REQUEST, 0, 200 * 1000 * 1000LL, &m);
-        if (r == HOMA_ERR_AGAIN)
-            continue;
+        if (r == HOMA_ERR_AGAIN) continue;
         if (r != 0) {
             printf("hx_lpeer: recv: %s\n", homa_strerror(r));
             errs++;
@@ -126,8 +123,7 @@ static int run_server(homa_socket *s, const struct opts *o, uint8_t *buf)
                    m.length, at);
         }
         size_t rlen = m.length;
-        if (rlen == 0 && o->zero_reply >= 0)
-            rlen = (size_t)o->zero_reply;
+        if (rlen == 0 && o->zero_reply >= 0) rlen = (size_t)o->zero_reply;
         for (size_t i = 0; i < rlen; i++)
             buf[i] = hx_pattern((uint32_t)rlen, (uint32_t)i);
         r = homa_reply_msg(s, &m, buf, rlen);
@@ -185,8 +181,7 @@ static int run_client(homa_socket *s, const struct opts *o, uint8_t *buf)
             next++;
             more = o->seconds > 0 ? 1 : next < o->count * o->nlens;
         }
-        if (outstanding == 0)
-            break;
+        if (outstanding == 0) break;
         homa_msg m;
         r = homa_recv(s, HOMA_RECV_RESPONSE, 0, (int64_t)o->timeout_ms * 1000000LL, &m);
         if (r == HOMA_ERR_AGAIN) {
@@ -223,8 +218,7 @@ static int run_client(homa_socket *s, const struct opts *o, uint8_t *buf)
             ok++;
             bytes += m.length;
             for (int i = 0; i < o->nlens; i++)
-                if (o->lens[i] == want)
-                    per_len[i]++;
+                if (o->lens[i] == want) per_len[i]++;
         }
         homa_release(s, &m);
     }
@@ -252,8 +246,7 @@ static int parse(int argc, char **argv, struct opts *o)
     o->mtu = 1500;
     o->zero_reply = -1;
     o->timeout_ticks = 1000;
-    if (argc < 2)
-        return -1;
+    if (argc < 2) return -1;
     if (!strcmp(argv[1], "server"))
         o->server = 1;
     else if (strcmp(argv[1], "client"))
@@ -272,8 +265,7 @@ static int parse(int argc, char **argv, struct opts *o)
             o->expect_error = 1;
             continue;
         }
-        if (i + 1 >= argc)
-            return -1;
+        if (i + 1 >= argc) return -1;
         const char *v = argv[++i];
         if (!strcmp(a, "--port"))
             o->port = (uint16_t)atoi(v);
@@ -295,8 +287,7 @@ static int parse(int argc, char **argv, struct opts *o)
             o->zero_reply = atol(v);
         else if (!strcmp(a, "--lens")) {
             char *copy = strdup(v), *save = NULL;
-            if (!copy)
-                return -1;
+            if (!copy) return -1;
             for (char *t = strtok_r(copy, ",", &save); t && o->nlens < MAX_LENS;
                  t = strtok_r(NULL, ",", &save))
                 o->lens[o->nlens++] = (uint32_t)strtoul(t, NULL, 0);
@@ -304,13 +295,10 @@ static int parse(int argc, char **argv, struct opts *o)
         } else
             return -1;
     }
-    if (o->inflight < 1 || o->inflight > MAX_INFLIGHT || o->zero_reply > (long)MAX_LEN)
-        return -1;
+    if (o->inflight < 1 || o->inflight > MAX_INFLIGHT || o->zero_reply > (long)MAX_LEN) return -1;
     for (int i = 0; i < o->nlens; i++)
-        if (o->lens[i] > MAX_LEN)
-            return -1;
-    if (!o->server && (!o->target || o->nlens == 0))
-        return -1;
+        if (o->lens[i] > MAX_LEN) return -1;
+    if (!o->server && (!o->target || o->nlens == 0)) return -1;
     return 0;
 }
 
@@ -327,10 +315,8 @@ int main(int argc, char **argv)
     homa_runtime_options ro;
     homa_runtime_options_default(&ro);
     ro.mtu = o.mtu;
-    if (o.timeout_ticks > 0)
-        ro.config.timeout_ticks = (uint32_t)o.timeout_ticks;
-    if (!o.udp)
-        ro.flags |= HOMA_RT_RAW;
+    if (o.timeout_ticks > 0) ro.config.timeout_ticks = (uint32_t)o.timeout_ticks;
+    if (!o.udp) ro.flags |= HOMA_RT_RAW;
     homa_runtime *rt;
     int r = homa_runtime_create(&ro, &rt);
     if (r != 0) {
@@ -345,12 +331,10 @@ int main(int argc, char **argv)
         return 1;
     }
     uint8_t *buf = malloc(MAX_LEN);
-    if (!buf)
-        return 1;
+    if (!buf) return 1;
     int rc = o.server ? run_server(s, &o, buf) : run_client(s, &o, buf);
     homa_socket_linger(s, 2000LL * 1000 * 1000);
-    if (o.counters)
-        print_counters(rt);
+    if (o.counters) print_counters(rt);
     homa_socket_close(s);
     homa_runtime_destroy(rt);
     free(buf);

@@ -9,9 +9,8 @@
 
 #include "pcap_scan.h"
 
-static const char *const type_names[HX_NTYPES] = {"DATA",   "GRANT",   "RESEND",   "RPC_UNKNOWN",
-                                                  "BUSY",   "CUTOFFS", "FREEZE",   "NEED_ACK",
-                                                  "ACK"};
+static const char *const type_names[HX_NTYPES] = {
+    "DATA", "GRANT", "RESEND", "RPC_UNKNOWN", "BUSY", "CUTOFFS", "FREEZE", "NEED_ACK", "ACK"};
 
 static int scan_file(const char *path)
 {
@@ -63,13 +62,13 @@ static int scan_file(const char *path)
                 printf(" %s %llu", type_names[t], (unsigned long long)fl->by_type[t]);
         printf("\n    tos-prio:");
         for (int p = 7; p >= 0; p--)
-            if (fl->tos[p])
-                printf(" %d:%llu", p, (unsigned long long)fl->tos[p]);
+            if (fl->tos[p]) printf(" %d:%llu", p, (unsigned long long)fl->tos[p]);
         printf("  data-offset-in-sequence %llu", (unsigned long long)fl->data_offset_in_seq);
-        printf("\n    first-data-priority-by-receiver-cutoffs: match %llu mismatch %llu other-version "
-               "%llu",
-               (unsigned long long)fl->cutoffs_match, (unsigned long long)fl->cutoffs_mismatch,
-               (unsigned long long)fl->cutoffs_other_version);
+        printf(
+            "\n    first-data-priority-by-receiver-cutoffs: match %llu mismatch %llu other-version "
+            "%llu",
+            (unsigned long long)fl->cutoffs_match, (unsigned long long)fl->cutoffs_mismatch,
+            (unsigned long long)fl->cutoffs_other_version);
         for (uint64_t k = 0; k < fl->cutoffs_mismatch && k < 4; k++)
             printf("\n    mismatch: record %llu message_length %u priority %u, cutoffs say %u",
                    (unsigned long long)fl->mismatch[k].record, fl->mismatch[k].length,
@@ -84,8 +83,7 @@ static int scan_file(const char *path)
                 printf("  REJECT(reason %d) %llu", r, (unsigned long long)fl->rejects[r]);
         printf("\n");
     }
-    if (st.flows_full)
-        printf("  (more than %d directions; the rest not itemized)\n", HX_MAX_FLOWS);
+    if (st.flows_full) printf("  (more than %d directions; the rest not itemized)\n", HX_MAX_FLOWS);
     return st.rejects || st.bad_records ? 1 : 0;
 }
 
@@ -98,8 +96,7 @@ int main(int argc, char **argv)
     int rc = 0;
     for (int i = 1; i < argc; i++) {
         int r = scan_file(argv[i]);
-        if (r > rc)
-            rc = r;
+        if (r > rc) rc = r;
     }
     return rc;
 }

@@ -11,8 +11,7 @@ static uint32_t rd32(const uint8_t *p, int swap)
 {
     uint32_t v;
     memcpy(&v, p, 4);
-    if (swap)
-        v = __builtin_bswap32(v);
+    if (swap) v = __builtin_bswap32(v);
     return v;
 }
 
@@ -22,11 +21,9 @@ static struct hx_flow *flow_of(struct hx_pcap_stats *st, const uint8_t *src, con
     size_t n = v6 ? 16 : 4;
     for (int i = 0; i < st->nflows; i++) {
         struct hx_flow *f = &st->flows[i];
-        if (f->v6 == v6 && !memcmp(f->src, src, n) && !memcmp(f->dst, dst, n))
-            return f;
+        if (f->v6 == v6 && !memcmp(f->src, src, n) && !memcmp(f->dst, dst, n)) return f;
     }
-    if (!create)
-        return NULL;
+    if (!create) return NULL;
     if (st->nflows == HX_MAX_FLOWS) {
         st->flows_full = 1;
         return NULL;
@@ -115,12 +112,10 @@ static void scan_ip(struct hx_pcap_stats *st, const uint8_t *p, size_t caplen, s
     }
     if (r != HOMA_WIRE_OK) {
         st->rejects++;
-        if (f)
-            f->rejects[r > 0 && r < HX_NREASONS ? r : 0]++;
+        if (f) f->rejects[r > 0 && r < HX_NREASONS ? r : 0]++;
         return;
     }
-    if (!f)
-        return;
+    if (!f) return;
     if (pkt.type == HOMA_PKT_CUTOFFS) {
         f->have_cutoffs = 1;
         f->cutoffs_version = pkt.u.cutoffs.version;
@@ -160,8 +155,7 @@ static void scan_ip(struct hx_pcap_stats *st, const uint8_t *p, size_t caplen, s
 int hx_pcap_scan(const uint8_t *buf, size_t len, struct hx_pcap_stats *st)
 {
     memset(st, 0, sizeof(*st));
-    if (len < 24)
-        return -1;
+    if (len < 24) return -1;
     uint32_t magic;
     memcpy(&magic, buf, 4);
     int swap;

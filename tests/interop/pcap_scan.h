@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #define HX_MAX_FLOWS 16
-#define HX_NTYPES 9  /* Homa packet types 0x10..0x18 */
+#define HX_NTYPES 9   /* Homa packet types 0x10..0x18 */
 #define HX_NREASONS 8 /* homa_wire_err values 0..7 */
 
 struct hx_flow {
@@ -36,13 +36,13 @@ struct hx_flow {
 };
 
 struct hx_pcap_stats {
-    uint64_t records;      /* pcap records */
-    uint64_t homa;         /* IP protocol 146 packets decoded */
-    uint64_t other;        /* records that are not Homa (ARP, ICMP...) */
-    uint64_t bad_records;  /* records cut short or with impossible lengths */
-    uint64_t rejects;      /* Homa packets homa_wire_decode refused */
-    uint64_t truncated;    /* Homa packets captured shorter than on the wire (header checked) */
-    int flows_full;        /* more than HX_MAX_FLOWS directions seen */
+    uint64_t records;     /* pcap records */
+    uint64_t homa;        /* IP protocol 146 packets decoded */
+    uint64_t other;       /* records that are not Homa (ARP, ICMP...) */
+    uint64_t bad_records; /* records cut short or with impossible lengths */
+    uint64_t rejects;     /* Homa packets homa_wire_decode refused */
+    uint64_t truncated;   /* Homa packets captured shorter than on the wire (header checked) */
+    int flows_full;       /* more than HX_MAX_FLOWS directions seen */
     struct hx_flow flows[HX_MAX_FLOWS];
     int nflows;
 };

@@ -45,8 +45,26 @@ static void record(int ether, uint8_t proto, uint8_t tos, const uint8_t *body, s
         n = 14;
     }
     size_t tot = 20 + blen;
-    uint8_t ip[20] = {0x45, tos, (uint8_t)(tot >> 8), (uint8_t)tot, 0, 0, 0, 0, 64, proto, 0, 0,
-                      10, 77, 0, 2, 10, 77, 0, 1};
+    uint8_t ip[20] = {0x45,
+                      tos,
+                      (uint8_t)(tot >> 8),
+                      (uint8_t)tot,
+                      0,
+                      0,
+                      0,
+                      0,
+                      64,
+                      proto,
+                      0,
+                      0,
+                      10,
+                      77,
+                      0,
+                      2,
+                      10,
+                      77,
+                      0,
+                      1};
     memcpy(pkt + n, ip, 20);
     n += 20;
     memcpy(pkt + n, body, blen);
