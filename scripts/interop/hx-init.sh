@@ -28,7 +28,7 @@ while ! ip link show eth0 >/dev/null 2>&1 && [ $n -lt 50 ]; do
 done
 [ -n "$ip" ] && ip addr add "$ip" dev eth0
 ip link set eth0 up
-cd /root
+cd /root || exit 1
 if [ -n "$cmd" ]; then
     echo "$cmd" | base64 -d >/tmp/cmd.sh
     sh /tmp/cmd.sh

@@ -43,6 +43,7 @@ hx_resolve_env() {
     [[ -n $HX_BUSYBOX ]] || { hx_skip "no static busybox (apt-get install busybox-static)"; return 77; }
     if [[ -z ${HX_KVER:-} ]]; then
         local k v
+        # shellcheck disable=SC2045 # ls -v: version order (the last wins)
         for k in $(ls -v /boot/vmlinuz-6.12*-cloud-amd64 2>/dev/null); do
             v=${k#/boot/vmlinuz-}
             if [[ -d /usr/src/linux-headers-$v && -d /lib/modules/$v/kernel ]]; then
@@ -123,10 +124,12 @@ hx_vm_start() {
     tail -30 "$HX_TMP/console-$i.log" >&2
     return 1
 }
+# shellcheck disable=SC2034 # per VM: kvm or tcg (read by the scripts)
 declare -a HX_VM_ACCEL=()
 
 _hx_vm_boot() {
-    local i=$1 accel=$2 extra=$3 cpu fifo=$HX_TMP/ctl-$i
+    local i=$1 accel=$2 extra=$3 cpu
+    local fifo=$HX_TMP/ctl-$i
     rm -f "$fifo.in" "$fifo.out"
     mkfifo "$fifo.in" "$fifo.out"
     local w r
@@ -136,6 +139,7 @@ _hx_vm_boot() {
     if [[ $accel == kvm ]]; then
         cpu=(-accel kvm -cpu host)
     else
+        # shellcheck disable=SC2054 # the comma belongs to QEMU's option
         cpu=(-accel tcg,thread=multi -cpu max)
     fi
     ip netns exec "$HX_NS" "$HX_QEMU" "${cpu[@]}" -m "${HX_MEM:-1024}" -smp "${HX_SMP:-1}" \
@@ -143,7 +147,7 @@ _hx_vm_boot() {
         -kernel "$HX_KERNEL" -initrd "$HX_WORK/initrd.cpio.gz" \
         -append "console=ttyS0 panic=-1 quiet loglevel=4 hx.ip=10.77.0.$((1 + i))/24 ${HX_KERNEL_ARGS:-} $extra" \
         -netdev tap,id=n0,ifname=hx-interop-t$i,script=no,downscript=no \
-        -device virtio-net-pci,netdev=n0,mac=52:54:00:77:00:$(printf %02x $((1 + i))) \
+        -device "virtio-net-pci,netdev=n0,mac=52:54:00:77:00:$(printf %02x $((1 + i)))" \
         -serial "file:$HX_TMP/console-$i.log" -serial "pipe:$fifo" \
         </dev/null >"$HX_TMP/qemu-$i.log" 2>&1 &
     HX_VM_PID[$i]=$!
