@@ -592,6 +592,62 @@ static void homa_engine_input__rpc_unknown_restarts_request(void **state)
     pair_destroy(&p);
 }
 
+/* Drops the client's first DATA packet and records the priority of the
+ * client's later ones. */
+struct restart_watch {
+    int seen;
+    int last_prio;
+};
+static int restart_watch_filter(void *arg, int from, const struct pair_pkt *pk)
+{
+    struct restart_watch *w = arg;
+    if (from != 0 || pk->type != HOMA_PKT_DATA) return 0;
+    if (w->seen++ == 0) return 1;
+    w->last_prio = pk->priority;
+    return 0;
+}
+
+/* CUTOFFS that arrive between a request's first transmission and its
+ * restart after RPC_UNKNOWN: the restarted DATA carries their version, so
+ * it must also use their priority (a kernel peer checks neither, but a
+ * capture shows the two disagree). */
+static void homa_engine_input__restart_uses_current_cutoffs(void **state)
+{
+    (void)state;
+    struct pair p;
+    setup_pair(&p, NULL);
+    struct restart_watch w = {0, -1};
+    p.filter = restart_watch_filter;
+    p.filter_arg = &w;
+    uint64_t id;
+    assert_int_equal(
+        homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, "abc", 3, 0, &id), 0);
+    /* the server announces cutoffs that put a 3-byte message at level 3 */
+    struct homa_wire_pkt c;
+    memset(&c, 0, sizeof(c));
+    c.type = HOMA_PKT_CUTOFFS;
+    c.sport = SPORT;
+    c.dport = CPORT;
+    c.sender_id = id ^ 1;
+    c.u.cutoffs.cutoffs[0] = 0x7fffffff;
+    c.u.cutoffs.cutoffs[3] = 2000;
+    c.u.cutoffs.version = 9;
+    uint8_t buf[HOMA_MAX_HDR_LEN];
+    size_t n = homa_wire_encode(&c, buf);
+    assert_int_equal(homa_engine_input(p.e[0], p.now, &p.addr[1], buf, n), 0);
+    pair_settle(&p);
+    for (int i = 0; i < 6; i++)
+        pair_advance(&p, MS);
+    homa_counters ctr;
+    homa_engine_counters(p.e[0], &ctr);
+    assert_int_equal(ctr.client_restarts, 1);
+    assert_int_equal(w.last_prio, 3);
+    homa_msg m;
+    assert_int_equal(homa_engine_recv(p.e[1], SPORT, HOMA_RECV_ANY, 0, &m), 0);
+    homa_engine_release(p.e[1], &m);
+    pair_destroy(&p);
+}
+
 /* A server that gives up on a silent client after the request reached the
  * application leaves a tombstone: if the client comes back and restarts
  * the request (same id), it is dropped as completed, never served twice;
@@ -1289,6 +1345,7 @@ int main(void)
         cmocka_unit_test(homa_engine_timer__trickle_keeps_sender_alive),
         cmocka_unit_test(homa_engine_input__duplicate_request_after_ack_not_redelivered),
         cmocka_unit_test(homa_engine_input__rpc_unknown_restarts_request),
+        cmocka_unit_test(homa_engine_input__restart_uses_current_cutoffs),
         cmocka_unit_test(homa_engine_abort__frees_and_server_cleans_up),
         cmocka_unit_test(homa_engine_input__memory_cap_refuses_new_messages),
         cmocka_unit_test(homa_engine_recv__flags_and_id),
