@@ -1187,9 +1187,8 @@ static void homa_engine_input__ack_without_records_ends_named_rpc(void **state)
     struct pair p;
     setup_pair(&p, NULL);
     uint64_t id = 0;
-    assert_int_equal(homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, "ping", 4,
-                                              0, &id),
-                     0);
+    assert_int_equal(
+        homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, "ping", 4, 0, &id), 0);
     pair_settle(&p);
     homa_msg m;
     assert_int_equal(homa_engine_recv(p.e[1], SPORT, HOMA_RECV_REQUEST, 0, &m), 0);
