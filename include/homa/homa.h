@@ -166,7 +166,8 @@ typedef struct homa_runtime_options {
     homa_config config;
     /* Payload bytes per DATA packet; 0 = derive from `mtu` as
      * mtu - 40 (IPv6) - 8 (UDP) - 56 (Homa DATA header), capped by the
-     * largest UDP datagram.  Loopback (65,536) gives 65,432. */
+     * largest UDP datagram.  Loopback (65,536) gives 65,432.  The raw IP
+     * driver (HOMA_RT_RAW) has no UDP header: mtu - 96, at most 65,459. */
     uint32_t max_payload;
     /* Path MTU used to derive max_payload; 0 = env HOMA_MTU if set, else the
      * largest MTU of the host's interfaces that are up (the loopback MTU on

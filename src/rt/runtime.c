@@ -726,6 +726,17 @@ static uint32_t payload_for_mtu(uint32_t mtu)
     return p;
 }
 
+/* The same over raw IP: no UDP header (IPv6's 40 bytes still assumed, so
+ * one size fits both families), and at most an IPv4 packet's 65,535 bytes
+ * with its 20-byte header.  At MTU 1500 that is 1,404 bytes (the kernel
+ * module, which sizes per family, sends 1,424 over IPv4). */
+static uint32_t raw_payload_for_mtu(uint32_t mtu)
+{
+    uint32_t p = mtu > 96 + 64 ? mtu - 96 : 64;
+    if (p > 65535 - 20 - 56) p = 65535 - 20 - 56;
+    return p;
+}
+
 static int env_options(homa_runtime_options *o)
 {
     const char *v = getenv("HOMA_FAULTS");
@@ -793,14 +804,17 @@ int homa_runtime_create(const homa_runtime_options *opts_in, homa_runtime **out)
         return HOMA_ERR_NOMEM;
     }
     rt->cfg = o.config;
-    rt->cfg.max_payload =
-        o.max_payload ? o.max_payload : payload_for_mtu(o.mtu ? o.mtu : host_mtu());
+    rt->cfg.max_payload = o.max_payload ? o.max_payload
+                          : (o.flags & HOMA_RT_RAW)
+                              ? raw_payload_for_mtu(o.mtu ? o.mtu : host_mtu())
+                              : payload_for_mtu(o.mtu ? o.mtu : host_mtu());
     /* link_bps 0 leaves the config's rate (tools pass it as an engine key) */
     rt->cfg.link_bps = o.link_bps ? o.link_bps : o.config.link_bps;
     /* The pacer must count what really crosses the link, not only Homa's
      * bytes: IPv6 + UDP headers and Ethernet framing (IPv4 is 20 bytes
      * less: pacing it as IPv6 errs on the safe side). */
-    if (rt->cfg.pkt_overhead == 0) rt->cfg.pkt_overhead = 40 + 8 + 38;
+    if (rt->cfg.pkt_overhead == 0)
+        rt->cfg.pkt_overhead = (o.flags & HOMA_RT_RAW) ? 40 + 38 : 40 + 8 + 38;
     /* The engine's defaults assume ~1,400-byte packets.  With loopback's
      * 64 KB packets a 40,000-byte unscheduled allowance and grant window are
      * less than one packet, so every packet of a long message would wait a
