@@ -264,7 +264,8 @@ HOMA_API size_t homa_driver_counter_count(void);
 
 /* Opens a socket on `port` of the wildcard address (IPv4 and IPv6); port 0
  * picks an ephemeral port.  rt NULL = the default runtime.  Errors:
- * HOMA_ERR_PORT_IN_USE, HOMA_ERR_LIMIT, HOMA_ERR_NOMEM, HOMA_ERR_IO. */
+ * HOMA_ERR_PORT_IN_USE, HOMA_ERR_LIMIT, HOMA_ERR_NOMEM, HOMA_ERR_IO;
+ * HOMA_ERR_PERM with the raw IP driver and no CAP_NET_RAW. */
 HOMA_API int homa_socket_open(homa_runtime *rt, uint16_t port, homa_socket **out);
 /* Like homa_socket_open() bound to one local address (e.g. ::1 or
  * 127.0.0.1; all-zero addr = wildcard). */
