@@ -52,7 +52,7 @@ ip -n "$NS1" link set "$VA" up
 ip -n "$NS2" link set "$VB" up
 
 # The veth's MTU, not loopback's: one Homa packet per Ethernet frame.
-export HOMA_DRIVER=raw HOMA_MTU=1500
+export HOMA_DRIVER=raw HOMA_MTU=${RAW_NETNS_MTU:-1500} # RAW_NETNS_MTU=65536: IP fragmentation
 in1() { ip netns exec "$NS1" "$@"; }
 in2() { ip netns exec "$NS2" "$@"; }
 
