@@ -156,6 +156,11 @@ HOMA_API int homa_faults_none(const homa_faults *f);
  * wire format; needs CAP_NET_RAW) instead of UDP.  Env HOMA_DRIVER=raw or
  * HOMA_DRIVER=udp, when set, replaces this choice. */
 #define HOMA_RT_RAW 16u
+/* Ignore ICMP unreachable reports: an RPC to a closed port or a host
+ * without Homa is retried until the timeout (HOMA_ERR_TIMEOUT) instead of
+ * failing at once with HOMA_ERR_UNREACHABLE, e.g. while a server restarts
+ * on the same port. */
+#define HOMA_RT_NO_UNREACH 32u
 
 typedef struct homa_runtime_options {
     /* Engine configuration.  config.max_payload is ignored (max_payload

@@ -93,6 +93,7 @@ struct homa_runtime {
     homa_engine *eng;
     homa_config cfg;
     const homa_io_ops *io;
+    int no_unreach; /* HOMA_RT_NO_UNREACH */
     homa_io_opts io_opts;
     homa_faults faults;
     homa_pcap *pcap;
@@ -460,7 +461,8 @@ static int poll_pass(homa_runtime *rt)
                 untx += p->len;
                 if (p->unreach) {
                     /* ICMP unreachable: fail the RPCs now, not at the timeout. */
-                    homa_engine_peer_unreachable(rt->eng, now, &p->src, p->sport);
+                    if (!rt->no_unreach)
+                        homa_engine_peer_unreachable(rt->eng, now, &p->src, p->sport);
                 } else if (!p->placed) {
                     homa_engine_input(rt->eng, now, &p->src, p->data, p->len);
                 } else if (p->len > 0) {
@@ -841,6 +843,7 @@ int homa_runtime_create(const homa_runtime_options *opts_in, homa_runtime **out)
     rt->grace_ns = rt->cfg.tick_ns > 100000 ? rt->cfg.tick_ns : 100000;
     rt->faults = o.faults;
     rt->io = (o.flags & HOMA_RT_RAW) ? &homa_raw_ops : &homa_udp_ops;
+    rt->no_unreach = (o.flags & HOMA_RT_NO_UNREACH) != 0;
     rt->io_opts.flags = o.flags & (HOMA_IO_NO_GSO | HOMA_IO_NO_GRO);
     rt->io_opts.faults = homa_faults_none(&rt->faults) ? NULL : &rt->faults;
     rt->io_opts.place = (o.flags & HOMA_RT_NO_PLACE) ? NULL : rt_place;

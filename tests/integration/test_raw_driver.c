@@ -440,6 +440,31 @@ static void raw_env__homa_driver(void **state)
     homa_runtime_destroy(rt);
 }
 
+/* HOMA_RT_NO_UNREACH: the ICMP answer is ignored, the RPC times out. */
+static void udp_unreach__ignored_with_no_unreach(void **state)
+{
+    (void)state;
+    homa_runtime_options o;
+    rt_test_options(&o, 0);
+    o.config.timeout_ticks = 100;
+    o.flags |= HOMA_RT_NO_UNREACH;
+    homa_runtime *rt;
+    assert_int_equal(homa_runtime_create(&o, &rt), 0);
+    homa_socket *c, *dead;
+    assert_int_equal(homa_socket_open(rt, 0, &c), 0);
+    assert_int_equal(homa_socket_open(rt, 0, &dead), 0);
+    homa_endpoint dst;
+    ep("127.0.0.1", homa_socket_port(dead), &dst);
+    homa_socket_close(dead);
+    homa_msg resp;
+    assert_int_equal(homa_call(c, &dst, "x", 1, 10 * SEC, &resp), HOMA_ERR_TIMEOUT);
+    homa_driver_counters dc;
+    homa_runtime_counters(rt, NULL, &dc);
+    assert_true(dc.icmp_unreach >= 1); /* seen, and ignored */
+    homa_socket_close(c);
+    homa_runtime_destroy(rt);
+}
+
 int main(void)
 {
     int fd = socket(AF_INET, SOCK_RAW, HOMA_IPPROTO);
@@ -453,6 +478,7 @@ int main(void)
         cmocka_unit_test(raw_demux__two_processes),
         cmocka_unit_test(raw_perm__unprivileged_user),
         cmocka_unit_test(udp_unreach__closed_port_fails_fast),
+        cmocka_unit_test(udp_unreach__ignored_with_no_unreach),
         cmocka_unit_test(raw_env__homa_driver),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
