@@ -174,9 +174,13 @@ typedef struct homa_runtime_options {
      * largest UDP datagram.  Loopback (65,536) gives 65,432.  The raw IP
      * driver (HOMA_RT_RAW) has no UDP header: mtu - 96, at most 65,459. */
     uint32_t max_payload;
-    /* Path MTU used to derive max_payload; 0 = env HOMA_MTU if set, else the
-     * largest MTU of the host's interfaces that are up (the loopback MTU on
-     * most hosts: set this, or HOMA_MTU, for traffic over a real network). */
+    /* Path MTU used to derive max_payload for every peer; 0 = env HOMA_MTU
+     * if set, else automatic: max_payload follows the largest MTU of the
+     * host's interfaces that are up (usually loopback's 65,536), and each
+     * peer gets packets that fit the MTU of the route to it (asked of the
+     * kernel once per peer), so loopback peers get 64 KB packets and a peer
+     * behind a 1,500-byte link gets 1,396-byte payloads, not IP fragments.
+     * Setting mtu or max_payload applies one size to every peer. */
     uint32_t mtu;
     /* Link rate for the pacer in bit/s; 0 = no pacing. */
     uint64_t link_bps;

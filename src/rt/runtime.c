@@ -18,6 +18,7 @@
  * leave them in the engine, and the transmitting thread pulls until empty. */
 #include <errno.h>
 #include <net/if.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -739,6 +740,41 @@ static uint32_t raw_payload_for_mtu(uint32_t mtu)
     return p;
 }
 
+/* homa_engine_ops.path_payload: the MTU of the route to addr, as the
+ * kernel sees it (connect() on a UDP socket sends nothing).  The runtime's
+ * max_payload follows the largest MTU of the host (loopback's 65,536), so
+ * that loopback peers get 64 KB packets while a peer behind a 1,500-byte
+ * link gets packets that fit it instead of IP fragments. */
+static uint32_t rt_path_payload(void *ctx, const homa_addr *addr)
+{
+    const homa_runtime *rt = ctx;
+    homa_endpoint ep = {.addr = *addr, .port = 9};
+    struct sockaddr_storage ss;
+    socklen_t len;
+    int v4 = homa_endpoint_is_ipv4(&ep);
+    memset(&ss, 0, sizeof(ss));
+    if (v4) {
+        struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+        s4->sin_family = AF_INET;
+        s4->sin_port = htons(9);
+        memcpy(&s4->sin_addr, addr->bytes + 12, 4);
+        len = sizeof(*s4);
+    } else {
+        len = (socklen_t)homa_endpoint_to_sockaddr(&ep, (struct sockaddr *)&ss, sizeof(ss));
+    }
+    int fd = socket(v4 ? AF_INET : AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return 0;
+    int mtu = 0;
+    socklen_t ml = sizeof(mtu);
+    if (connect(fd, (struct sockaddr *)&ss, len) != 0 ||
+        getsockopt(fd, v4 ? IPPROTO_IP : IPPROTO_IPV6, v4 ? IP_MTU : IPV6_MTU, &mtu, &ml) != 0)
+        mtu = 0;
+    close(fd);
+    if (mtu <= 0) return 0;
+    return rt->io == &homa_raw_ops ? raw_payload_for_mtu((uint32_t)mtu)
+                                   : payload_for_mtu((uint32_t)mtu);
+}
+
 static int env_options(homa_runtime_options *o)
 {
     const char *v = getenv("HOMA_FAULTS");
@@ -866,6 +902,8 @@ int homa_runtime_create(const homa_runtime_options *opts_in, homa_runtime **out)
     }
     homa_engine_ops ops = {
         .ctx = rt, .random = rt_random, .want_tx = rt_want_tx, .ready = rt_ready};
+    /* A packet size the user chose applies to every peer. */
+    if (o.mtu == 0 && o.max_payload == 0) ops.path_payload = rt_path_payload;
     rc = homa_engine_create(&rt->cfg, &ops, &rt->eng);
     if (rc != 0) goto fail;
     rt->cfg = *homa_engine_config(rt->eng);
@@ -1413,6 +1451,13 @@ int homa_recv(homa_socket *s, unsigned flags, uint64_t id, int64_t timeout_ns, h
         pass_token(rt);
         rt->last_app_poll = now_ns();
         rc = try_recv(rt, s, flags, id, msg);
+    } else if (rc == HOMA_ERR_AGAIN && timeout_ns == 0 && rt->poller == POLLER_BG) {
+        /* The background thread holds the token, most likely asleep in
+         * epoll: every packet would then wait for that thread to be
+         * scheduled before this caller could see it.  Mark the application
+         * as polling, so bg_poll hands the token back after its next pass
+         * and the caller's next non-blocking call reads the sockets itself. */
+        rt->last_app_poll = now_ns();
     }
     if (rc != HOMA_ERR_AGAIN || timeout_ns == 0) {
         if (rc == HOMA_ERR_AGAIN && flags == HOMA_RECV_ANY && id == 0 && s->efd_armed) {
