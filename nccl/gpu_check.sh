@@ -6,7 +6,12 @@
 #
 #   bash nccl/gpu_check.sh [BUILD_DIR]        (default: build)
 #
-# Needs an NVIDIA GPU and PyTorch with NCCL.  Where there is none it says
+# Then the staged homa.torch path on CUDA tensors: homa.torch.all_reduce
+# against NCCL's allreduce (4 KB to 256 MB), and DDP training of a model on
+# the GPU with the Homa hook against DDP's own NCCL allreduce.
+#
+# Needs an NVIDIA GPU and PyTorch with NCCL (and the homa Python package:
+# PYTHONPATH=BUILD/python is set here).  Where there is none it says
 # "no GPU" and exits 0, so CI can call it anywhere.
 set -euo pipefail
 
@@ -87,3 +92,78 @@ run homa LD_LIBRARY_PATH="$BUILD/nccl:${LD_LIBRARY_PATH:-}" NCCL_NET_PLUGIN=homa
     NCCL_HOMA_ADDRS=127.0.0.1 NCCL_DEBUG=INFO
 echo "== NCCL socket transport"
 run socket NCCL_NET=Socket NCCL_SOCKET_IFNAME=lo
+
+cat >"$WORK/staged.py" <<'PYEOF'
+import os, sys, time, torch, torch.distributed as dist, torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+import homa, homa.torch
+rank = int(os.environ["RANK"]); world = int(os.environ["WORLD_SIZE"])
+os.environ["NCCL_HOSTID"] = "homa-gpu-check-%d" % rank
+torch.cuda.set_device(0)
+dist.init_process_group("nccl", rank=rank, world_size=world)
+rt = homa.Runtime()
+st = homa.torch.state(runtime=rt, timeout_ms=60000)
+comm, stage = st.comm, homa.torch.Staging()
+bad = 0
+size = 4096
+while size <= 256 << 20:
+    x = torch.randn(size // 4, device="cuda", generator=torch.Generator("cuda").manual_seed(rank + size))
+    ref = x.clone()
+    dist.all_reduce(ref); torch.cuda.synchronize()
+    times = []
+    for _ in range(5 if size <= 16 << 20 else 2):
+        y = x.clone(); torch.cuda.synchronize(); dist.barrier()
+        t0 = time.perf_counter()
+        homa.torch.all_reduce(comm, y, staging=stage)
+        times.append(time.perf_counter() - t0)
+    ok = torch.allclose(y, ref, rtol=1e-5, atol=1e-5)
+    bad += not ok
+    times.sort()
+    if rank == 0:
+        print("staged %10d B  %9.1f us  %s" % (size, times[len(times) // 2] * 1e6, "ok" if ok else "WRONG"), flush=True)
+    size *= 4
+
+def train(hook):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(256, 2048), nn.ReLU(), nn.Linear(2048, 2048), nn.ReLU(), nn.Linear(2048, 1)).cuda()
+    ddp = DDP(model, device_ids=[0], bucket_cap_mb=4)
+    if hook:
+        ddp.register_comm_hook(st, homa.torch.allreduce_hook)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
+    gen = torch.Generator("cuda").manual_seed(7 + rank)
+    torch.cuda.synchronize(); t0 = time.perf_counter()
+    for _ in range(30):
+        x = torch.randn(64, 256, device="cuda", generator=gen)
+        opt.zero_grad(); ddp(x).square().mean().backward(); opt.step()
+    torch.cuda.synchronize()
+    return [p.detach().clone() for p in model.parameters()], (time.perf_counter() - t0) / 30
+
+p_homa, t_homa = train(True)
+p_nccl, t_nccl = train(False)
+same = all(torch.allclose(a, b, rtol=1e-4, atol=1e-5) for a, b in zip(p_homa, p_nccl))
+bad += not same
+if rank == 0:
+    print("ddp    homa hook %.1f ms/step, nccl %.1f ms/step, parameters %s" %
+          (t_homa * 1e3, t_nccl * 1e3, "match" if same else "DIFFER"), flush=True)
+st.close(); rt.close()
+dist.destroy_process_group()
+sys.exit(1 if bad else 0)
+PYEOF
+echo "== homa.torch staged through host memory (CUDA tensors), DDP hook vs NCCL"
+srun() {
+    local port=$((29500 + RANDOM % 1000)) pids=() rc=0 r
+    for r in 0 1; do
+        env PYTHONPATH="$BUILD/python:${PYTHONPATH:-}" RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 \
+            MASTER_PORT=$port NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NET=Socket NCCL_SOCKET_IFNAME=lo \
+            "$PY" "$WORK/staged.py" >"$WORK/staged.$r.log" 2>&1 &
+        pids+=($!)
+    done
+    for r in "${pids[@]}"; do wait "$r" || rc=1; done
+    grep -E '^(staged|ddp) ' "$WORK/staged.0.log" || true
+    if [[ $rc -ne 0 ]]; then
+        echo "gpu_check: staged run failed; rank logs:" >&2
+        tail -n 30 "$WORK"/staged.*.log >&2
+    fi
+    return $rc
+}
+srun

@@ -615,7 +615,22 @@ static void handle_response(int rc, homa_msg *m)
         status = m->data[4];
         arg = get64(m->data + 8);
     }
-    if (rc != 0) WARN("RPC to the peer of comm %u failed: %s", cid, homa_strerror(rc));
+    if (rc != 0) {
+        WARN("RPC to the peer of comm %u failed: %s", cid, homa_strerror(rc));
+        /* NCCL aborts on the first failure: leave the engine's view of
+         * it (restarts, timeouts, drops) where NCCL_DEBUG=INFO shows it. */
+        homa_counters ec;
+        homa_runtime_counters(g.rt, &ec, NULL);
+        const uint64_t *v = (const uint64_t *)&ec;
+        char line[2048];
+        size_t used = 0;
+        for (size_t i = 0; i < homa_counter_count() && used < sizeof(line) - 64; i++)
+            if (v[i])
+                used += (size_t)snprintf(line + used, sizeof(line) - used, " %s=%llu",
+                                         homa_counter_name(i), (unsigned long long)v[i]);
+        line[used < sizeof(line) ? used : sizeof(line) - 1] = 0;
+        INFO("NET/Homa: engine counters:%s", line);
+    }
     if (c && seq32 == HN_HELLO_SEQ && c->state == HN_CONNECTING) {
         if (status == HN_OK && (uint32_t)arg != 0) {
             c->remote_id = (uint32_t)arg;

@@ -218,7 +218,7 @@ struct vhost *vhost_create(struct vnet *net, const homa_config *cfg, vhost_ready
     h->on_ready = on_ready;
     h->app = app;
     h->timer_at = UINT64_MAX;
-    homa_engine_ops ops = {h, rnd, want_tx, ready};
+    homa_engine_ops ops = {.ctx = h, .random = rnd, .want_tx = want_tx, .ready = ready};
     if (homa_engine_create(cfg, &ops, &h->eng) != 0) {
         free(h);
         return NULL;

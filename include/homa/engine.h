@@ -96,6 +96,11 @@ typedef struct homa_engine_ops {
     void (*want_tx)(void *ctx);
     /* A message or a failed RPC became receivable on `port`. */
     void (*ready)(void *ctx, uint16_t port);
+    /* The largest DATA payload that fits the path to `addr` (its MTU less
+     * the IP, UDP and DATA headers), asked once when the engine first
+     * talks to a peer; 0 or above max_payload: max_payload.  NULL: every
+     * peer gets max_payload. */
+    uint32_t (*path_payload)(void *ctx, const homa_addr *addr);
 } homa_engine_ops;
 
 /* Creates an engine.  cfg may be NULL for defaults.  Returns 0, HOMA_ERR_INVAL

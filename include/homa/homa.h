@@ -156,6 +156,11 @@ HOMA_API int homa_faults_none(const homa_faults *f);
  * wire format; needs CAP_NET_RAW) instead of UDP.  Env HOMA_DRIVER=raw or
  * HOMA_DRIVER=udp, when set, replaces this choice. */
 #define HOMA_RT_RAW 16u
+/* Ignore ICMP unreachable reports: an RPC to a closed port or a host
+ * without Homa is retried until the timeout (HOMA_ERR_TIMEOUT) instead of
+ * failing at once with HOMA_ERR_UNREACHABLE, e.g. while a server restarts
+ * on the same port. */
+#define HOMA_RT_NO_UNREACH 32u
 
 typedef struct homa_runtime_options {
     /* Engine configuration.  config.max_payload is ignored (max_payload
@@ -166,11 +171,16 @@ typedef struct homa_runtime_options {
     homa_config config;
     /* Payload bytes per DATA packet; 0 = derive from `mtu` as
      * mtu - 40 (IPv6) - 8 (UDP) - 56 (Homa DATA header), capped by the
-     * largest UDP datagram.  Loopback (65,536) gives 65,432. */
+     * largest UDP datagram.  Loopback (65,536) gives 65,432.  The raw IP
+     * driver (HOMA_RT_RAW) has no UDP header: mtu - 96, at most 65,459. */
     uint32_t max_payload;
-    /* Path MTU used to derive max_payload; 0 = env HOMA_MTU if set, else the
-     * largest MTU of the host's interfaces that are up (the loopback MTU on
-     * most hosts: set this, or HOMA_MTU, for traffic over a real network). */
+    /* Path MTU used to derive max_payload for every peer; 0 = env HOMA_MTU
+     * if set, else automatic: max_payload follows the largest MTU of the
+     * host's interfaces that are up (usually loopback's 65,536), and each
+     * peer gets packets that fit the MTU of the route to it (asked of the
+     * kernel once per peer), so loopback peers get 64 KB packets and a peer
+     * behind a 1,500-byte link gets 1,396-byte payloads, not IP fragments.
+     * Setting mtu or max_payload applies one size to every peer. */
     uint32_t mtu;
     /* Link rate for the pacer in bit/s; 0 = no pacing. */
     uint64_t link_bps;
@@ -263,7 +273,8 @@ HOMA_API size_t homa_driver_counter_count(void);
 
 /* Opens a socket on `port` of the wildcard address (IPv4 and IPv6); port 0
  * picks an ephemeral port.  rt NULL = the default runtime.  Errors:
- * HOMA_ERR_PORT_IN_USE, HOMA_ERR_LIMIT, HOMA_ERR_NOMEM, HOMA_ERR_IO. */
+ * HOMA_ERR_PORT_IN_USE, HOMA_ERR_LIMIT, HOMA_ERR_NOMEM, HOMA_ERR_IO;
+ * HOMA_ERR_PERM with the raw IP driver and no CAP_NET_RAW. */
 HOMA_API int homa_socket_open(homa_runtime *rt, uint16_t port, homa_socket **out);
 /* Like homa_socket_open() bound to one local address (e.g. ::1 or
  * 127.0.0.1; all-zero addr = wildcard). */

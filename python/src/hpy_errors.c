@@ -81,8 +81,8 @@ PyObject *hpy_make_exc(int cls_code, int code, const char *what, const char *tex
     PyObject *cls = ec != NULL ? ec->cls : HomaError;
     int posix = ec != NULL ? ec->posix : (code == HOMA_ERR_IO ? EIO : EPROTO);
     if (text == NULL) text = homa_strerror(code);
-    PyObject *msg = what != NULL ? PyUnicode_FromFormat("%s: %s", what, text)
-                                 : PyUnicode_FromString(text);
+    PyObject *msg =
+        what != NULL ? PyUnicode_FromFormat("%s: %s", what, text) : PyUnicode_FromString(text);
     if (msg == NULL) return NULL;
     PyObject *exc = PyObject_CallFunction(cls, "iO", posix, msg);
     Py_DECREF(msg);

@@ -139,6 +139,10 @@ struct homa_peer *homa_peer_get(struct homa_engine *eng, const homa_addr *addr, 
     p->cutoff_version = 0;
     p->idle_since = eng->now;
     p->last_heard = eng->now;
+    /* Packets must fit the path: a datagram above its MTU is sent as IP
+     * fragments, and losing any one of them loses the whole packet. */
+    uint32_t pl = eng->ops.path_payload ? eng->ops.path_payload(eng->ops.ctx, addr) : 0;
+    p->max_payload = pl > 0 && pl < eng->cfg.max_payload ? pl : eng->cfg.max_payload;
     size_t b = h & (eng->peer_nb - 1);
     p->hnext = eng->peer_tab[b];
     eng->peer_tab[b] = p;

@@ -156,7 +156,7 @@ void homa_grant_check(struct homa_engine *eng)
         struct homa_rpc *r = active[rank];
         struct homa_msgin *m = &r->in;
         uint8_t prio = homa_grant_prio_for_rank(eng, rank, n_active);
-        uint32_t seg = m->seg_size ? m->seg_size : eng->cfg.max_payload;
+        uint32_t seg = m->seg_size ? m->seg_size : r->peer->max_payload;
         /* The window runs from the highest byte received, not from the
          * count received: lost packets (holes, repaired by RESEND) are not
          * in flight, and counting them would close the window after

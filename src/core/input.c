@@ -183,6 +183,7 @@ static void client_restart(struct homa_engine *eng, struct homa_rpc *rpc)
     rpc->confirmed = false;
     rpc->probes = 0;
     rpc->asked = false;
+    if (rpc->unknowns == 0) rpc->unknown_since = eng->now;
     if (rpc->unknowns < UINT8_MAX) rpc->unknowns++;
     eng->ctr.client_restarts++;
     homa_out_update(eng, rpc);
@@ -682,7 +683,7 @@ static void request_missing(struct homa_engine *eng, struct homa_rpc *rpc, uint6
 static void resend_response_start(struct homa_engine *eng, struct homa_rpc *rpc)
 {
     const homa_config *c = &eng->cfg;
-    send_resend(eng, rpc, 0, c->unsched_bytes ? c->unsched_bytes : c->max_payload,
+    send_resend(eng, rpc, 0, c->unsched_bytes ? c->unsched_bytes : rpc->peer->max_payload,
                 (uint8_t)(c->num_priorities - 1));
 }
 
@@ -705,7 +706,10 @@ static void resend_response_start(struct homa_engine *eng, struct homa_rpc *rpc)
 #define HOMA_RESENDS_PER_SILENT_PEER 64
 
 /* A restarted request lost again draws another RPC_UNKNOWN, so one or two
- * prove nothing under loss; this many in a row (20 % loss: 7e-12) do. */
+ * prove nothing under loss; this many in a row (20 % loss: 7e-12), for at
+ * least a timeout, do.  (A count alone is not enough: restarts come every
+ * resend interval, so a path that loses long requests often, e.g. IP
+ * fragments in a full queue, failed live servers in 16 intervals.) */
 #define HOMA_UNKNOWNS_FATAL 16
 /* RESEND rounds for a message that brought no new byte (20 % loss each
  * way: 0.36^16 = 8e-8). */
@@ -782,7 +786,8 @@ static bool check_rpc(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t no
      * (still within the per-peer budget), so that a live but busy port
      * always answers in time and only a dead one stays silent. */
     bool port_doubt = port_quiet >= timeout / 4;
-    bool dead = (silent >= timeout && port_silent) || rpc->unknowns >= HOMA_UNKNOWNS_FATAL;
+    bool forgotten = rpc->unknowns >= HOMA_UNKNOWNS_FATAL && now - rpc->unknown_since >= timeout;
+    bool dead = (silent >= timeout && port_silent) || forgotten;
     struct homa_msgin *m = &rpc->in;
 
     switch (rpc->state) {

@@ -151,9 +151,13 @@ struct homa_rpc {
      * was (re)started (BUSY, GRANT, RESEND, DATA, NEED_ACK), so it has it;
      * until then a RESEND is loss recovery, not a liveness prod. */
     bool confirmed;
-    /* RPC_UNKNOWN answers since the RPC was last heard from: a live server
-     * that keeps forgetting the request (refusal, restart loop) fails it. */
+    /* RPC_UNKNOWN answers since the server last had the request, and when
+     * the first of them came: a live server that keeps forgetting the
+     * request (refusal, restart loop) fails it, but only after a timeout,
+     * since on a lossy path a restarted request can be lost again and
+     * again while the server is fine. */
     uint8_t unknowns;
+    uint64_t unknown_since;
     /* Unanswered RESENDs for an unconfirmed request: each doubles the wait
      * before the next (a server too busy to answer is not flooded). */
     uint8_t probes;
@@ -196,6 +200,7 @@ struct homa_peer_port {
 
 struct homa_peer {
     homa_addr addr;
+    uint32_t max_payload; /* DATA payload per packet on the path to it */
     struct homa_peer *hnext;
     uint32_t cutoffs[HOMA_NUM_PRIORITIES]; /* the peer's, for our unscheduled data */
     uint16_t cutoff_version;

@@ -168,6 +168,7 @@ static void build_data(struct homa_engine *eng, struct homa_rpc *rpc, homa_pkt_o
 {
     struct homa_msgout *m = &rpc->out;
     uint32_t start, end;
+    uint32_t seg = rpc->peer->max_payload;
     uint8_t prio;
     bool rtx = false;
     if (m->empty_pending) {
@@ -178,7 +179,7 @@ static void build_data(struct homa_engine *eng, struct homa_rpc *rpc, homa_pkt_o
     } else if (m->num_rtx > 0) {
         struct homa_rtx *r = &m->rtx[0];
         start = r->start;
-        end = r->end - r->start > eng->cfg.max_payload ? start + eng->cfg.max_payload : r->end;
+        end = r->end - r->start > seg ? start + seg : r->end;
         prio = r->prio;
         rtx = true;
         r->start = end;
@@ -189,7 +190,7 @@ static void build_data(struct homa_engine *eng, struct homa_rpc *rpc, homa_pkt_o
     } else {
         start = m->next_xmit;
         uint32_t limit = m->granted < m->length ? m->granted : m->length;
-        end = limit - start > eng->cfg.max_payload ? start + eng->cfg.max_payload : limit;
+        end = limit - start > seg ? start + seg : limit;
         prio = start < m->unsched ? m->unsched_prio : m->sched_prio;
         m->next_xmit = end;
     }

@@ -119,16 +119,33 @@ static void addr_from_v4(homa_addr *a, const void *ip4)
     memcpy(a->bytes + 12, ip4, 4);
 }
 
-/* One's-complement sum of len bytes (RFC 1071), big-endian 16-bit words;
- * an odd last byte is padded with zero. */
+/* One's-complement sums (RFC 1071) are computed on 16-bit words in memory
+ * order, eight bytes per step: the sum of native-order words, folded, is
+ * the byte-swapped sum of big-endian words (RFC 1071, "byte order
+ * independence"), so one ntohs() at the end gives the wire value.  Every
+ * piece summed starts at an even offset of the checksummed bytes. */
 static uint64_t csum_add(uint64_t sum, const uint8_t *p, size_t len)
 {
+    while (len >= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        sum += (v & 0xffffffffu) + (v >> 32);
+        p += 8;
+        len -= 8;
+    }
     while (len >= 2) {
-        sum += (uint64_t)((uint32_t)p[0] << 8 | p[1]);
+        uint16_t w;
+        memcpy(&w, p, 2);
+        sum += w;
         p += 2;
         len -= 2;
     }
-    if (len) sum += (uint64_t)p[0] << 8;
+    if (len) {
+        uint8_t b[2] = {p[0], 0};
+        uint16_t w;
+        memcpy(&w, b, 2);
+        sum += w;
+    }
     return sum;
 }
 
@@ -139,10 +156,11 @@ static uint16_t csum_fold(uint64_t sum)
     return (uint16_t)sum;
 }
 
-uint16_t homa_raw_pseudo_sum(const homa_addr *src, const homa_addr *dst, uint32_t len)
+/* The pseudo-header's sum, native order, not folded. */
+static uint64_t pseudo_native(const homa_addr *src, const homa_addr *dst, uint32_t len)
 {
     uint64_t sum = 0;
-    uint8_t w[4];
+    uint8_t w[8];
     if (addr_is_v4(src) && addr_is_v4(dst)) {
         /* tcp_v4_check(): saddr, daddr, zero, protocol 6, 16-bit length */
         sum = csum_add(sum, src->bytes + 12, 4);
@@ -151,43 +169,46 @@ uint16_t homa_raw_pseudo_sum(const homa_addr *src, const homa_addr *dst, uint32_
         w[1] = 6;
         w[2] = (uint8_t)(len >> 8);
         w[3] = (uint8_t)len;
-        sum = csum_add(sum, w, 4);
-    } else {
-        /* tcp_v6_check(): saddr, daddr, 32-bit length, zeros, next header 6 */
-        sum = csum_add(sum, src->bytes, 16);
-        sum = csum_add(sum, dst->bytes, 16);
-        w[0] = (uint8_t)(len >> 24);
-        w[1] = (uint8_t)(len >> 16);
-        w[2] = (uint8_t)(len >> 8);
-        w[3] = (uint8_t)len;
-        sum = csum_add(sum, w, 4);
-        w[0] = w[1] = w[2] = 0;
-        w[3] = 6;
-        sum = csum_add(sum, w, 4);
+        return csum_add(sum, w, 4);
     }
-    return csum_fold(sum);
+    /* tcp_v6_check(): saddr, daddr, 32-bit length, zeros, next header 6 */
+    sum = csum_add(sum, src->bytes, 16);
+    sum = csum_add(sum, dst->bytes, 16);
+    w[0] = (uint8_t)(len >> 24);
+    w[1] = (uint8_t)(len >> 16);
+    w[2] = (uint8_t)(len >> 8);
+    w[3] = (uint8_t)len;
+    w[4] = w[5] = w[6] = 0;
+    w[7] = 6;
+    return csum_add(sum, w, 8);
+}
+
+uint16_t homa_raw_pseudo_sum(const homa_addr *src, const homa_addr *dst, uint32_t len)
+{
+    return ntohs(csum_fold(pseudo_native(src, dst, len)));
 }
 
 uint16_t homa_raw_checksum(const homa_addr *src, const homa_addr *dst, const uint8_t *hdr,
                            size_t hdr_len, const uint8_t *payload, size_t payload_len)
 {
-    uint64_t sum = homa_raw_pseudo_sum(src, dst, (uint32_t)(hdr_len + payload_len));
-    /* The checksum field itself counts as zero; hdr_len is even for every
-     * Homa header except GRANT (33) and RESEND (37), whose odd last byte
-     * pairs with the payload's first, which they never have. */
+    uint64_t sum = pseudo_native(src, dst, (uint32_t)(hdr_len + payload_len));
+    /* The checksum field (bytes 16-17) counts as zero.  hdr_len is even for
+     * every Homa header except GRANT (33) and RESEND (37), which never have
+     * a payload; an odd header with payload pairs its last byte with the
+     * payload's first. */
     sum = csum_add(sum, hdr, hdr_len < 16 ? hdr_len : 16);
     if (hdr_len > 18) {
         if (hdr_len % 2 == 0 || payload_len == 0) {
             sum = csum_add(sum, hdr + 18, hdr_len - 18);
             if (payload_len) sum = csum_add(sum, payload, payload_len);
         } else {
-            /* Odd header with payload: sum as one contiguous buffer. */
             sum = csum_add(sum, hdr + 18, hdr_len - 19);
-            sum += (uint64_t)((uint32_t)hdr[hdr_len - 1] << 8 | payload[0]);
+            uint8_t b[2] = {hdr[hdr_len - 1], payload[0]};
+            sum = csum_add(sum, b, 2);
             sum = csum_add(sum, payload + 1, payload_len - 1);
         }
     }
-    return (uint16_t)~csum_fold(sum);
+    return ntohs((uint16_t)~csum_fold(sum));
 }
 
 int homa_raw_strip_ipv4(const uint8_t *d, size_t len, size_t *hdr_len, uint8_t *tos, homa_addr *src,

@@ -18,6 +18,7 @@
  * leave them in the engine, and the transmitting thread pulls until empty. */
 #include <errno.h>
 #include <net/if.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -93,6 +94,7 @@ struct homa_runtime {
     homa_engine *eng;
     homa_config cfg;
     const homa_io_ops *io;
+    int no_unreach; /* HOMA_RT_NO_UNREACH */
     homa_io_opts io_opts;
     homa_faults faults;
     homa_pcap *pcap;
@@ -460,7 +462,8 @@ static int poll_pass(homa_runtime *rt)
                 untx += p->len;
                 if (p->unreach) {
                     /* ICMP unreachable: fail the RPCs now, not at the timeout. */
-                    homa_engine_peer_unreachable(rt->eng, now, &p->src, p->sport);
+                    if (!rt->no_unreach)
+                        homa_engine_peer_unreachable(rt->eng, now, &p->src, p->sport);
                 } else if (!p->placed) {
                     homa_engine_input(rt->eng, now, &p->src, p->data, p->len);
                 } else if (p->len > 0) {
@@ -726,6 +729,52 @@ static uint32_t payload_for_mtu(uint32_t mtu)
     return p;
 }
 
+/* The same over raw IP: no UDP header (IPv6's 40 bytes still assumed, so
+ * one size fits both families), and at most an IPv4 packet's 65,535 bytes
+ * with its 20-byte header.  At MTU 1500 that is 1,404 bytes (the kernel
+ * module, which sizes per family, sends 1,424 over IPv4). */
+static uint32_t raw_payload_for_mtu(uint32_t mtu)
+{
+    uint32_t p = mtu > 96 + 64 ? mtu - 96 : 64;
+    if (p > 65535 - 20 - 56) p = 65535 - 20 - 56;
+    return p;
+}
+
+/* homa_engine_ops.path_payload: the MTU of the route to addr, as the
+ * kernel sees it (connect() on a UDP socket sends nothing).  The runtime's
+ * max_payload follows the largest MTU of the host (loopback's 65,536), so
+ * that loopback peers get 64 KB packets while a peer behind a 1,500-byte
+ * link gets packets that fit it instead of IP fragments. */
+static uint32_t rt_path_payload(void *ctx, const homa_addr *addr)
+{
+    const homa_runtime *rt = ctx;
+    homa_endpoint ep = {.addr = *addr, .port = 9};
+    struct sockaddr_storage ss;
+    socklen_t len;
+    int v4 = homa_endpoint_is_ipv4(&ep);
+    memset(&ss, 0, sizeof(ss));
+    if (v4) {
+        struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+        s4->sin_family = AF_INET;
+        s4->sin_port = htons(9);
+        memcpy(&s4->sin_addr, addr->bytes + 12, 4);
+        len = sizeof(*s4);
+    } else {
+        len = (socklen_t)homa_endpoint_to_sockaddr(&ep, (struct sockaddr *)&ss, sizeof(ss));
+    }
+    int fd = socket(v4 ? AF_INET : AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return 0;
+    int mtu = 0;
+    socklen_t ml = sizeof(mtu);
+    if (connect(fd, (struct sockaddr *)&ss, len) != 0 ||
+        getsockopt(fd, v4 ? IPPROTO_IP : IPPROTO_IPV6, v4 ? IP_MTU : IPV6_MTU, &mtu, &ml) != 0)
+        mtu = 0;
+    close(fd);
+    if (mtu <= 0) return 0;
+    return rt->io == &homa_raw_ops ? raw_payload_for_mtu((uint32_t)mtu)
+                                   : payload_for_mtu((uint32_t)mtu);
+}
+
 static int env_options(homa_runtime_options *o)
 {
     const char *v = getenv("HOMA_FAULTS");
@@ -793,14 +842,17 @@ int homa_runtime_create(const homa_runtime_options *opts_in, homa_runtime **out)
         return HOMA_ERR_NOMEM;
     }
     rt->cfg = o.config;
-    rt->cfg.max_payload =
-        o.max_payload ? o.max_payload : payload_for_mtu(o.mtu ? o.mtu : host_mtu());
+    rt->cfg.max_payload = o.max_payload ? o.max_payload
+                          : (o.flags & HOMA_RT_RAW)
+                              ? raw_payload_for_mtu(o.mtu ? o.mtu : host_mtu())
+                              : payload_for_mtu(o.mtu ? o.mtu : host_mtu());
     /* link_bps 0 leaves the config's rate (tools pass it as an engine key) */
     rt->cfg.link_bps = o.link_bps ? o.link_bps : o.config.link_bps;
     /* The pacer must count what really crosses the link, not only Homa's
      * bytes: IPv6 + UDP headers and Ethernet framing (IPv4 is 20 bytes
      * less: pacing it as IPv6 errs on the safe side). */
-    if (rt->cfg.pkt_overhead == 0) rt->cfg.pkt_overhead = 40 + 8 + 38;
+    if (rt->cfg.pkt_overhead == 0)
+        rt->cfg.pkt_overhead = (o.flags & HOMA_RT_RAW) ? 40 + 38 : 40 + 8 + 38;
     /* The engine's defaults assume ~1,400-byte packets.  With loopback's
      * 64 KB packets a 40,000-byte unscheduled allowance and grant window are
      * less than one packet, so every packet of a long message would wait a
@@ -827,6 +879,7 @@ int homa_runtime_create(const homa_runtime_options *opts_in, homa_runtime **out)
     rt->grace_ns = rt->cfg.tick_ns > 100000 ? rt->cfg.tick_ns : 100000;
     rt->faults = o.faults;
     rt->io = (o.flags & HOMA_RT_RAW) ? &homa_raw_ops : &homa_udp_ops;
+    rt->no_unreach = (o.flags & HOMA_RT_NO_UNREACH) != 0;
     rt->io_opts.flags = o.flags & (HOMA_IO_NO_GSO | HOMA_IO_NO_GRO);
     rt->io_opts.faults = homa_faults_none(&rt->faults) ? NULL : &rt->faults;
     rt->io_opts.place = (o.flags & HOMA_RT_NO_PLACE) ? NULL : rt_place;
@@ -849,6 +902,8 @@ int homa_runtime_create(const homa_runtime_options *opts_in, homa_runtime **out)
     }
     homa_engine_ops ops = {
         .ctx = rt, .random = rt_random, .want_tx = rt_want_tx, .ready = rt_ready};
+    /* A packet size the user chose applies to every peer. */
+    if (o.mtu == 0 && o.max_payload == 0) ops.path_payload = rt_path_payload;
     rc = homa_engine_create(&rt->cfg, &ops, &rt->eng);
     if (rc != 0) goto fail;
     rt->cfg = *homa_engine_config(rt->eng);
@@ -1396,6 +1451,13 @@ int homa_recv(homa_socket *s, unsigned flags, uint64_t id, int64_t timeout_ns, h
         pass_token(rt);
         rt->last_app_poll = now_ns();
         rc = try_recv(rt, s, flags, id, msg);
+    } else if (rc == HOMA_ERR_AGAIN && timeout_ns == 0 && rt->poller == POLLER_BG) {
+        /* The background thread holds the token, most likely asleep in
+         * epoll: every packet would then wait for that thread to be
+         * scheduled before this caller could see it.  Mark the application
+         * as polling, so bg_poll hands the token back after its next pass
+         * and the caller's next non-blocking call reads the sockets itself. */
+        rt->last_app_poll = now_ns();
     }
     if (rc != HOMA_ERR_AGAIN || timeout_ns == 0) {
         if (rc == HOMA_ERR_AGAIN && flags == HOMA_RECV_ANY && id == 0 && s->efd_armed) {

@@ -401,6 +401,70 @@ static void udp_unreach__closed_port_fails_fast(void **state)
     homa_runtime_destroy(rt);
 }
 
+/* HOMA_DRIVER picks the driver (and is checked). */
+static void raw_env__homa_driver(void **state)
+{
+    (void)state;
+    homa_runtime_options o;
+    rt_test_options(&o, 1);
+    homa_runtime *rt;
+    setenv("HOMA_DRIVER", "carrier-pigeon", 1);
+    assert_int_equal(homa_runtime_create(&o, &rt), HOMA_ERR_INVAL);
+    if (!have_raw) {
+        unsetenv("HOMA_DRIVER");
+        skip();
+    }
+    /* raw: the echo's packets are protocol 146 (seen by our own raw socket). */
+    setenv("HOMA_DRIVER", "raw", 1);
+    assert_int_equal(homa_runtime_create(&o, &rt), 0);
+    unsetenv("HOMA_DRIVER");
+    struct echo_server e;
+    echo_start(&e, rt, 0);
+    uint16_t port = homa_socket_port(e.sock);
+    struct sniffer sf = {.port = port};
+    sf.fd = socket(AF_INET, SOCK_RAW, HOMA_IPPROTO);
+    assert_true(sf.fd >= 0);
+    assert_int_equal(pthread_create(&sf.thread, NULL, sniff_main, &sf), 0);
+    homa_socket *c;
+    assert_int_equal(homa_socket_open(rt, 0, &c), 0);
+    homa_endpoint v4;
+    ep("127.0.0.1", port, &v4);
+    call_and_check(c, &v4, 10, 3);
+    usleep(20000);
+    __atomic_store_n(&sf.stop, 1, __ATOMIC_RELEASE);
+    pthread_join(sf.thread, NULL);
+    close(sf.fd);
+    assert_true(sf.sn.pkts >= 2);
+    homa_socket_close(c);
+    echo_stop(&e);
+    homa_runtime_destroy(rt);
+}
+
+/* HOMA_RT_NO_UNREACH: the ICMP answer is ignored, the RPC times out. */
+static void udp_unreach__ignored_with_no_unreach(void **state)
+{
+    (void)state;
+    homa_runtime_options o;
+    rt_test_options(&o, 0);
+    o.config.timeout_ticks = 100;
+    o.flags |= HOMA_RT_NO_UNREACH;
+    homa_runtime *rt;
+    assert_int_equal(homa_runtime_create(&o, &rt), 0);
+    homa_socket *c, *dead;
+    assert_int_equal(homa_socket_open(rt, 0, &c), 0);
+    assert_int_equal(homa_socket_open(rt, 0, &dead), 0);
+    homa_endpoint dst;
+    ep("127.0.0.1", homa_socket_port(dead), &dst);
+    homa_socket_close(dead);
+    homa_msg resp;
+    assert_int_equal(homa_call(c, &dst, "x", 1, 10 * SEC, &resp), HOMA_ERR_TIMEOUT);
+    homa_driver_counters dc;
+    homa_runtime_counters(rt, NULL, &dc);
+    assert_true(dc.icmp_unreach >= 1); /* seen, and ignored */
+    homa_socket_close(c);
+    homa_runtime_destroy(rt);
+}
+
 int main(void)
 {
     int fd = socket(AF_INET, SOCK_RAW, HOMA_IPPROTO);
@@ -414,6 +478,8 @@ int main(void)
         cmocka_unit_test(raw_demux__two_processes),
         cmocka_unit_test(raw_perm__unprivileged_user),
         cmocka_unit_test(udp_unreach__closed_port_fails_fast),
+        cmocka_unit_test(udp_unreach__ignored_with_no_unreach),
+        cmocka_unit_test(raw_env__homa_driver),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     if (rc == 0 && !have_raw) return 77;

@@ -129,7 +129,8 @@ static void test_server_killed(void **state)
     homa_counters ec;
     homa_driver_counters dc;
     homa_runtime_counters(rt, &ec, &dc);
-    assert_true(ec.client_timeouts + dc.icmp_unreach >= 3);
+    /* One ICMP report fails every RPC to the port at once. */
+    assert_true(ec.client_timeouts >= 3 || dc.icmp_unreach >= 1);
     fprintf(stderr, "kill: %d timeouts + %d completed in %.3f s\n", timeouts + 1, completed, secs);
     homa_socket_close(c);
     homa_runtime_destroy(rt);

@@ -7,14 +7,21 @@
  * bandwidth (algbw * 2(n-1)/n).  Every result is checked.
  *
  *   nccl_bench [--transport homa|tcp|both] [--ranks N] [--runs R]
- *              [--sizes b1,b2,...] [--socks S] [--quick]
+ *              [--sizes b1,b2,...] [--socks S] [--quick] [--netns NAME]
+ *
+ * --netns NAME: rank i runs in network namespace NAME-h<i> (a cluster in a
+ * box, scripts/homa-cluster) and uses that host's first IPv4 address that
+ * is not loopback, instead of all ranks sharing 127.0.0.1.
  *
  * The ring is NCCL's: n-1 reduce-scatter steps, n-1 allgather steps, each
  * chunk sent in 512 KiB slices with up to 8 in flight. */
 #include "plugin_drv.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -34,6 +41,7 @@
 #define MAX_RANKS 8
 
 static int g_rank;
+static struct in_addr g_addr = {0}; /* this rank's address (network order); 0 = loopback */
 #define DIE(...)                                                                                   \
     do {                                                                                           \
         fprintf(stderr, "rank %d: ", g_rank);                                                      \
@@ -225,7 +233,9 @@ static void read_all(int fd, void *p, size_t n)
 static xport *homa_setup(int rank, int n, int (*pipes)[2])
 {
     homa_x *h = calloc(1, sizeof(*h));
-    setenv("NCCL_HOMA_ADDRS", "127.0.0.1", 0);
+    char astr[INET_ADDRSTRLEN] = "127.0.0.1";
+    if (g_addr.s_addr) inet_ntop(AF_INET, &g_addr, astr, sizeof(astr));
+    setenv("NCCL_HOMA_ADDRS", astr, g_addr.s_addr != 0);
     if (drv_open(&h->d, HOMA_NCCL_PLUGIN, 11) != 0 || drv_init(&h->d) != ncclSuccess)
         DIE("plugin init");
     char mine[NCCL_NET_HANDLE_MAXSIZE], next[NCCL_NET_HANDLE_MAXSIZE];
@@ -250,19 +260,19 @@ static xport *tcp_setup(int rank, int n, int (*pipes)[2], int ns)
     tcp_x *t = calloc(1, sizeof(*t));
     t->ns = ns;
     int lfd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = g_addr.s_addr ? g_addr.s_addr : htonl(INADDR_LOOPBACK)};
     socklen_t al = sizeof(a);
     if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, sizeof(a)) || listen(lfd, 64) ||
         getsockname(lfd, (struct sockaddr *)&a, &al))
         DIE("tcp listen: %s", strerror(errno));
-    write_all(pipes[(rank + n - 1) % n][1], &a.sin_port, sizeof(a.sin_port));
-    uint16_t port;
-    read_all(pipes[rank][0], &port, sizeof(port));
+    write_all(pipes[(rank + n - 1) % n][1], &a, sizeof(a));
+    struct sockaddr_in b;
+    read_all(pipes[rank][0], &b, sizeof(b));
     for (int j = 0; j < ns; j++) {
         int fd = socket(AF_INET, SOCK_STREAM, 0);
-        struct sockaddr_in b = {
-            .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK), .sin_port = port};
-        if (connect(fd, (struct sockaddr *)&b, sizeof(b)) != 0) DIE("tcp connect");
+        if (connect(fd, (struct sockaddr *)&b, sizeof(b)) != 0)
+            DIE("tcp connect: %s", strerror(errno));
         uint8_t idx = (uint8_t)j;
         write_all(fd, &idx, 1); /* which socket of the connection this is */
         int one = 1;
@@ -345,6 +355,7 @@ static void allreduce(xport *x, float *data, float *tmp, size_t count, int rank,
 typedef struct opts {
     int ranks, runs, socks, quick;
     const char *transport;
+    const char *netns; /* NULL: loopback */
     size_t sizes[32];
     int nsizes;
 } opts;
@@ -413,6 +424,27 @@ static void rank_main(int rank, const opts *o, int (*pipes)[2], shared *sh, int 
     pthread_barrier_wait(&sh->bar);
 }
 
+/* Moves this (single-threaded, just forked) rank into namespace NAME-h<i>
+ * and finds its address there. */
+static void enter_host(const char *name, int i)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "/var/run/netns/%s-h%d", name, i);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) DIE("enter %s: %s", path, strerror(errno));
+    close(fd);
+    struct ifaddrs *ifs, *p;
+    if (getifaddrs(&ifs) != 0) DIE("getifaddrs: %s", strerror(errno));
+    for (p = ifs; p != NULL; p = p->ifa_next)
+        if (p->ifa_addr && p->ifa_addr->sa_family == AF_INET && (p->ifa_flags & IFF_UP) &&
+            !(p->ifa_flags & IFF_LOOPBACK)) {
+            g_addr = ((struct sockaddr_in *)p->ifa_addr)->sin_addr;
+            break;
+        }
+    freeifaddrs(ifs);
+    if (!g_addr.s_addr) DIE("no IPv4 address in %s", path);
+}
+
 static int run(const opts *o, int tcp)
 {
     shared *sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -429,6 +461,8 @@ static int run(const opts *o, int tcp)
         pids[i] = fork();
         if (pids[i] == 0) {
             alarm(600);
+            g_rank = i;
+            if (o->netns) enter_host(o->netns, i);
             rank_main(i, o, pipes, sh, tcp);
             _exit(0);
         }
@@ -457,6 +491,8 @@ int main(int argc, char **argv)
             o.socks = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--sizes") && i + 1 < argc)
             sizes = argv[++i];
+        else if (!strcmp(argv[i], "--netns") && i + 1 < argc)
+            o.netns = argv[++i];
         else if (!strcmp(argv[i], "--quick")) {
             o.quick = 1;
             o.runs = 3;
@@ -464,7 +500,7 @@ int main(int argc, char **argv)
         } else {
             fprintf(stderr,
                     "usage: %s [--transport homa|tcp|both] [--ranks 2..8] [--runs R] "
-                    "[--sizes b,...] [--socks 1..8] [--quick]\n",
+                    "[--sizes b,...] [--socks 1..8] [--quick] [--netns CLUSTER]\n",
                     argv[0]);
             return 2;
         }

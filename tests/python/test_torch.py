@@ -110,6 +110,97 @@ def test_hook_failure_sets_exception(ranks):
     st.close()
 
 
+class RecordingCopier(ht._SyncCopier):
+    """A synchronous copier that logs the pipeline's order of operations."""
+
+    def __init__(self, log):
+        self.log = log
+
+    def to_host(self, src, dst):
+        self.log.append(("in", dst.data_ptr(), src.numel()))
+        dst.copy_(src)
+
+    def to_device(self, src, dst):
+        self.log.append(("out", src.data_ptr(), src.numel()))
+        dst.copy_(src)
+
+
+def test_staging_matches_whole_allreduce(ranks):
+    comms = ranks(3)
+
+    def fn(comm):
+        r = comm.rank
+        out = []
+        # sizes around the chunk size (1000 B = 250 float32, 500 bfloat16)
+        for dt, n, chunk, depth, op in [
+            (torch.float32, 1001, 1000, 3, "sum"),
+            (torch.float32, 250, 1000, 2, "avg"),
+            (torch.float32, 249, 1000, 1, "max"),
+            (torch.bfloat16, 1500, 1000, 2, "sum"),
+            (torch.int64, 7, 8, 3, "sum"),
+        ]:
+            base = torch.arange(n, dtype=torch.float32).to(dt)
+            t = base + r
+            want = base + r
+            comm.allreduce(want, op=op)
+            st = ht.Staging(chunk_bytes=chunk, depth=depth)
+            assert st.allreduce(comm, t, op=op) is t
+            out.append((t, want, st.chunks, -(-n * t.element_size() // chunk)))
+        return out
+
+    for res in run_ranks(comms, fn):
+        for got, want, chunks, expect_chunks in res:
+            assert torch.equal(got, want)
+            assert chunks == expect_chunks
+
+
+def test_staging_pipelines_depth_ahead(ranks):
+    comms = ranks(2)
+
+    def fn(comm):
+        log = []
+        st = ht.Staging(chunk_bytes=400, depth=3)  # 100 float32 per chunk
+        st._copiers["cpu"] = RecordingCopier(log)
+        t = torch.ones(950) * (comm.rank + 1)
+        st.allreduce(comm, t)
+        return t, log
+
+    for t, log in run_ranks(comms, fn):
+        assert torch.equal(t, torch.full((950,), 3.0))
+        kinds = [k for k, _, _ in log]
+        # 10 chunks: 3 fetched ahead, then each copy-back is followed by the
+        # fetch of the chunk that reuses its buffer.
+        assert kinds[:3] == ["in"] * 3
+        assert kinds[3:] == ["out", "in"] * 7 + ["out"] * 3
+        assert [n for k, _, n in log if k == "in"][-1] == 50
+        # chunk i+3 goes into chunk i's buffer
+        ins = [p for k, p, _ in log if k == "in"]
+        assert ins[3] == ins[0] and ins[4] == ins[1] and len(set(ins)) == 3
+
+
+def test_staging_refuses_bad_input():
+    with pytest.raises(ValueError):
+        ht.Staging(chunk_bytes=0)
+    empty = torch.zeros(0)
+    assert ht.Staging().allreduce(None, empty) is empty  # nothing to reduce, no collective
+    with pytest.raises(ValueError):
+        ht.Staging().allreduce(None, torch.zeros(4, 4)[:, 0])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_staging_cuda(ranks):
+    comms = ranks(2)
+
+    def fn(comm):
+        t = torch.arange(3_000_001, device="cuda", dtype=torch.float32) * (comm.rank + 1)
+        st = ht.DDPState(comm, staging=ht.Staging(chunk_bytes=1 << 20))
+        st.submit(t).wait()
+        return t.cpu()
+
+    for t in run_ranks(comms, fn):
+        assert torch.allclose(t, torch.arange(3_000_001, dtype=torch.float32) * 1.5)
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

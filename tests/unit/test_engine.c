@@ -592,6 +592,85 @@ static void homa_engine_input__rpc_unknown_restarts_request(void **state)
     pair_destroy(&p);
 }
 
+/* Drops every DATA packet from host *(int *)arg. */
+static int drop_data_from(void *arg, int from, const struct pair_pkt *pk)
+{
+    return from == *(const int *)arg && pk->type == HOMA_PKT_DATA;
+}
+
+/* A path that loses every copy of the request while the server answers
+ * each RESEND with RPC_UNKNOWN: the client restarts again and again, and
+ * gives up only after timeout_ticks (here 1 s), not after a number of
+ * restarts (16 of them took 80 ms, which failed live servers behind a
+ * lossy path long before their timeout). */
+static void homa_engine_timer__unknowns_fail_only_after_timeout(void **state)
+{
+    (void)state;
+    homa_config cfg;
+    homa_config_default(&cfg);
+    cfg.timeout_ticks = 1000;
+    struct pair p;
+    setup_pair(&p, &cfg);
+    p.filter = drop_data_from;
+    p.filter_arg = &client_side;
+    uint64_t id;
+    assert_int_equal(
+        homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, "abc", 3, 0, &id), 0);
+    pair_settle(&p);
+    homa_msg m;
+    homa_counters c;
+    for (int t = 0; t < 500; t++)
+        pair_advance(&p, MS);
+    homa_engine_counters(p.e[0], &c);
+    assert_true(c.client_restarts >= 16);
+    assert_int_equal(c.client_timeouts, 0);
+    assert_int_equal(homa_engine_recv(p.e[0], CPORT, HOMA_RECV_RESPONSE, id, &m), HOMA_ERR_AGAIN);
+    for (int t = 0; t < 520; t++)
+        pair_advance(&p, MS);
+    homa_engine_counters(p.e[0], &c);
+    assert_int_equal(c.client_timeouts, 1);
+    assert_int_equal(homa_engine_recv(p.e[0], CPORT, HOMA_RECV_RESPONSE, id, &m), 0);
+    assert_int_equal(m.error, HOMA_ERR_TIMEOUT);
+    homa_engine_release(p.e[0], &m);
+    pair_destroy(&p);
+}
+
+static uint32_t payload_1000(void *ctx, const homa_addr *addr)
+{
+    (void)ctx;
+    (void)addr;
+    return 1000;
+}
+
+/* Records the largest DATA packet each side sent. */
+static int max_data_len(void *arg, int from, const struct pair_pkt *pk)
+{
+    size_t *max = arg;
+    if (pk->type == HOMA_PKT_DATA && pk->len > max[from]) max[from] = pk->len;
+    return 0;
+}
+
+/* ops.path_payload sets the packet size per peer: the client, told its
+ * path to the server carries 1,000-byte payloads, sends no larger DATA;
+ * the server (no hook) uses max_payload (1,400). */
+static void homa_engine_output__packets_follow_path_payload(void **state)
+{
+    (void)state;
+    struct pair p;
+    setup_pair(&p, NULL);
+    homa_engine_destroy(p.e[0]);
+    homa_engine_ops ops = {.path_payload = payload_1000};
+    assert_int_equal(homa_engine_create(NULL, &ops, &p.e[0]), 0);
+    assert_int_equal(homa_engine_port_open(p.e[0], CPORT), 0);
+    size_t max[2] = {0, 0};
+    p.filter = max_data_len;
+    p.filter_arg = max;
+    echo_rpc(&p, 30000);
+    assert_int_equal(max[0], HOMA_DATA_HDR_LEN + 1000);
+    assert_int_equal(max[1], HOMA_DATA_HDR_LEN + 1400);
+    pair_destroy(&p);
+}
+
 /* Drops the client's first DATA packet and records the priority of the
  * client's later ones. */
 struct restart_watch {
@@ -1243,9 +1322,8 @@ static void homa_engine_input__ack_without_records_ends_named_rpc(void **state)
     struct pair p;
     setup_pair(&p, NULL);
     uint64_t id = 0;
-    assert_int_equal(homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, "ping", 4,
-                                              0, &id),
-                     0);
+    assert_int_equal(
+        homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, "ping", 4, 0, &id), 0);
     pair_settle(&p);
     homa_msg m;
     assert_int_equal(homa_engine_recv(p.e[1], SPORT, HOMA_RECV_REQUEST, 0, &m), 0);
@@ -1346,6 +1424,8 @@ int main(void)
         cmocka_unit_test(homa_engine_input__duplicate_request_after_ack_not_redelivered),
         cmocka_unit_test(homa_engine_input__rpc_unknown_restarts_request),
         cmocka_unit_test(homa_engine_input__restart_uses_current_cutoffs),
+        cmocka_unit_test(homa_engine_timer__unknowns_fail_only_after_timeout),
+        cmocka_unit_test(homa_engine_output__packets_follow_path_payload),
         cmocka_unit_test(homa_engine_abort__frees_and_server_cleans_up),
         cmocka_unit_test(homa_engine_input__memory_cap_refuses_new_messages),
         cmocka_unit_test(homa_engine_recv__flags_and_id),

@@ -40,11 +40,21 @@ static size_t build(uint8_t type, uint8_t *buf)
         p.u.data.incoming = 500;
         p.u.data.cutoff_version = 1;
         break;
-    case HOMA_PKT_GRANT: p.u.grant.offset = 10; break;
-    case HOMA_PKT_RESEND: p.u.resend.length = 10; break;
-    case HOMA_PKT_ACK: p.u.ack.num_acks = 1; p.u.ack.acks[0].client_id = 4; break;
-    case HOMA_PKT_CUTOFFS: p.u.cutoffs.version = 2; break;
-    default: break;
+    case HOMA_PKT_GRANT:
+        p.u.grant.offset = 10;
+        break;
+    case HOMA_PKT_RESEND:
+        p.u.resend.length = 10;
+        break;
+    case HOMA_PKT_ACK:
+        p.u.ack.num_acks = 1;
+        p.u.ack.acks[0].client_id = 4;
+        break;
+    case HOMA_PKT_CUTOFFS:
+        p.u.cutoffs.version = 2;
+        break;
+    default:
+        break;
     }
     size_t hl = homa_wire_encode(&p, buf);
     if (type == HOMA_PKT_DATA) {

@@ -1073,9 +1073,9 @@ static void homa_wire_decode__data_offset_in_sequence(void **state)
     buf[4] = buf[5] = buf[6] = buf[7] = 0xFF;
     assert_int_equal(homa_wire_decode(buf, sizeof(buf), &got), HOMA_WIRE_BAD_RANGE);
     /* The header-only decode (direct receive) follows the same rule. */
-    assert_int_equal(homa_wire_decode_hdr(kernel_data, HOMA_DATA_HDR_LEN, sizeof(kernel_data),
-                                          &got),
-                     HOMA_WIRE_OK);
+    assert_int_equal(
+        homa_wire_decode_hdr(kernel_data, HOMA_DATA_HDR_LEN, sizeof(kernel_data), &got),
+        HOMA_WIRE_OK);
     assert_int_equal(got.u.data.offset, 1400);
 }
 
