@@ -92,6 +92,23 @@ int main(int argc, char **argv)
             if (*c >= 'A' && *c <= 'Z') *c = (char)(*c - 'A' + 'a');
         if (write_seed(dir, name, buf, n + extra) != 0) failed = 1;
         if (t == HOMA_PKT_DATA && write_seed(dir, "data_hdr_only.bin", buf, n) != 0) failed = 1;
+        if (t == HOMA_PKT_DATA) {
+            /* As the Linux module sends it: segment offset -1, the offset
+             * in sequence, TCP look-alike flags and urgent pointer. */
+            buf[52] = buf[53] = buf[54] = buf[55] = 0xFF;
+            buf[13] = 0x06;
+            buf[18] = 0xB9;
+            buf[19] = 0x7D;
+            if (write_seed(dir, "data_kernel_seq_offset.bin", buf, n + extra) != 0) failed = 1;
+        }
+        if (t == HOMA_PKT_ACK) {
+            /* The kernel's answer to NEED_ACK: no records. */
+            memset(buf + 28, 0, n - 28);
+            buf[13] = 0x06;
+            buf[18] = 0xB9;
+            buf[19] = 0x7D;
+            if (write_seed(dir, "ack_no_records.bin", buf, n) != 0) failed = 1;
+        }
     }
     return failed;
 }

@@ -148,6 +148,14 @@ HOMA_API int homa_engine_send_reply_owned(homa_engine *eng, uint64_t now, uint16
  * response was already received by the application (release it instead). */
 HOMA_API int homa_engine_abort(homa_engine *eng, uint64_t now, uint16_t port, uint64_t id);
 
+/* The network said `peer` cannot be reached (ICMP unreachable, reported
+ * by the driver): every client RPC still waiting for it, on its Homa port
+ * `port` (0 = any port), fails at once with HOMA_ERR_UNREACHABLE instead
+ * of after the timeout.  Returns the number of RPCs failed, or
+ * HOMA_ERR_INVAL. */
+HOMA_API int homa_engine_peer_unreachable(homa_engine *eng, uint64_t now, const homa_addr *peer,
+                                          uint16_t port);
+
 /* A received message (or a failed client RPC) handed to the application. */
 typedef struct homa_msg {
     uint64_t id;          /* local RPC id: even = our request's response, odd = a request */

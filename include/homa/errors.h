@@ -28,7 +28,8 @@ enum homa_err {
     HOMA_ERR_SHUTDOWN = -12,    /* the socket or engine is closing */
     HOMA_ERR_IO = -13,          /* an operating-system I/O error (see errno-based detail) */
     HOMA_ERR_ADDR = -14,        /* address could not be parsed or resolved */
-    HOMA_ERR_PERM = -15,        /* not permitted (homad policy, e.g. this user may not bind that port) */
+    HOMA_ERR_PERM = -15,        /* not permitted (homad policy; raw sockets need CAP_NET_RAW) */
+    HOMA_ERR_UNREACHABLE = -16, /* the network reported the peer unreachable (ICMP) */
 };
 
 /* Returns a static description of err (any int; unknown values are named as such). */

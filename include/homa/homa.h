@@ -144,7 +144,8 @@ HOMA_API int homa_faults_none(const homa_faults *f);
  * ------------------------------------------------------------------------ */
 
 /* Runtime option flags.  HOMA_RT_IGNORE_ENV: ignore the HOMA_* environment
- * variables (HOMA_FAULTS, HOMA_PCAP, HOMA_MTU, HOMA_BUSY_POLL_US). */
+ * variables (HOMA_FAULTS, HOMA_PCAP, HOMA_MTU, HOMA_BUSY_POLL_US,
+ * HOMA_DRIVER). */
 #define HOMA_RT_IGNORE_ENV 1u
 #define HOMA_RT_NO_GSO 2u /* never use UDP GSO on send */
 #define HOMA_RT_NO_GRO 4u /* never ask for UDP GRO on receive */
@@ -153,6 +154,15 @@ HOMA_API int homa_faults_none(const homa_faults *f);
 #define HOMA_RT_NO_PLACE 8u
 /* Always embedded: ignore HOMA_DAEMON (homad itself uses this). */
 #define HOMA_RT_EMBEDDED 16u
+/* Use the raw IP driver (Homa over IP protocol 146, the Linux module's
+ * wire format; needs CAP_NET_RAW) instead of UDP.  Env HOMA_DRIVER=raw or
+ * HOMA_DRIVER=udp, when set, replaces this choice. */
+#define HOMA_RT_RAW 32u
+/* Ignore ICMP unreachable reports: an RPC to a closed port or a host
+ * without Homa is retried until the timeout (HOMA_ERR_TIMEOUT) instead of
+ * failing at once with HOMA_ERR_UNREACHABLE, e.g. while a server restarts
+ * on the same port. */
+#define HOMA_RT_NO_UNREACH 64u
 
 typedef struct homa_runtime_options {
     /* Engine configuration.  config.max_payload is ignored (max_payload
@@ -163,7 +173,8 @@ typedef struct homa_runtime_options {
     homa_config config;
     /* Payload bytes per DATA packet; 0 = derive from `mtu` as
      * mtu - 40 (IPv6) - 8 (UDP) - 56 (Homa DATA header), capped by the
-     * largest UDP datagram.  Loopback (65,536) gives 65,432. */
+     * largest UDP datagram.  Loopback (65,536) gives 65,432.  The raw IP
+     * driver (HOMA_RT_RAW) has no UDP header: mtu - 96, at most 65,459. */
     uint32_t max_payload;
     /* Path MTU used to derive max_payload for every peer; 0 = env HOMA_MTU
      * if set, else automatic: max_payload follows the largest MTU of the
@@ -202,7 +213,7 @@ HOMA_API void homa_runtime_options_default(homa_runtime_options *opts);
 
 /* Creates a runtime: the engine, no sockets yet, and the background thread.
  * opts NULL = defaults.  Environment variables (HOMA_FAULTS, HOMA_PCAP,
- * HOMA_MTU, HOMA_BUSY_POLL_US) apply unless HOMA_RT_IGNORE_ENV; a
+ * HOMA_MTU, HOMA_BUSY_POLL_US, HOMA_DRIVER) apply unless HOMA_RT_IGNORE_ENV; a
  * malformed one fails with HOMA_ERR_INVAL and a message on stderr.
  * Errors: HOMA_ERR_INVAL, HOMA_ERR_NOMEM, HOMA_ERR_IO. */
 HOMA_API int homa_runtime_create(const homa_runtime_options *opts, homa_runtime **out);
@@ -224,7 +235,7 @@ HOMA_API int homa_runtime_default(homa_runtime **out);
 /* The engine configuration in force (max_payload as derived). */
 HOMA_API const homa_config *homa_runtime_config(const homa_runtime *rt);
 
-/* Counters of the UDP driver.  X(name, description) for every field. */
+/* Counters of the I/O driver (UDP or raw IP).  X(name, description) for every field. */
 #define HOMA_DRIVER_COUNTER_LIST(X)                                                                \
     X(send_syscalls, "sendmsg/sendmmsg calls")                                                     \
     X(recv_syscalls, "recvmmsg calls (including those that found nothing)")                        \
@@ -248,7 +259,8 @@ HOMA_API const homa_config *homa_runtime_config(const homa_runtime *rt);
     X(fault_dups, "packets duplicated by fault injection")                                         \
     X(fault_reorders, "packets reordered by fault injection")                                      \
     X(fault_delays, "packets delayed by fault injection")                                          \
-    X(pcap_records, "packets written to the pcap file")
+    X(pcap_records, "packets written to the pcap file")                                           \
+    X(icmp_unreach, "ICMP unreachable reports that failed a peer's RPCs at once")
 
 typedef struct homa_driver_counters {
 #define HOMA_DRIVER_COUNTER_FIELD(name, desc) uint64_t name;
@@ -277,7 +289,8 @@ HOMA_API size_t homa_driver_counter_count(void);
 
 /* Opens a socket on `port` of the wildcard address (IPv4 and IPv6); port 0
  * picks an ephemeral port.  rt NULL = the default runtime.  Errors:
- * HOMA_ERR_PORT_IN_USE, HOMA_ERR_LIMIT, HOMA_ERR_NOMEM, HOMA_ERR_IO. */
+ * HOMA_ERR_PORT_IN_USE, HOMA_ERR_LIMIT, HOMA_ERR_NOMEM, HOMA_ERR_IO;
+ * HOMA_ERR_PERM with the raw IP driver and no CAP_NET_RAW. */
 HOMA_API int homa_socket_open(homa_runtime *rt, uint16_t port, homa_socket **out);
 /* Like homa_socket_open() bound to one local address (e.g. ::1 or
  * 127.0.0.1; all-zero addr = wildcard). */

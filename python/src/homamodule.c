@@ -134,6 +134,7 @@ PyMODINIT_FUNC PyInit__homa(void)
         {"ERR_SHUTDOWN", HOMA_ERR_SHUTDOWN},
         {"ERR_IO", HOMA_ERR_IO},
         {"ERR_ADDR", HOMA_ERR_ADDR},
+        {"ERR_UNREACHABLE", HOMA_ERR_UNREACHABLE},
         {"ERR_PERM", HOMA_ERR_PERM},
     };
     for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++)

@@ -53,6 +53,14 @@ static struct err_class err_classes[] = {
     {HOMA_ERR_ADDR, EADDRNOTAVAIL, "AddressError",
      "An address could not be parsed or resolved (HOMA_ERR_ADDR); also a ValueError.",
      &PyExc_ValueError, NULL},
+    {HOMA_ERR_UNREACHABLE, EHOSTUNREACH, "UnreachableError",
+     "The network answered ICMP unreachable for the peer: no Homa there, or no such port\n"
+     "(HOMA_ERR_UNREACHABLE).",
+     NULL, NULL},
+    {HOMA_ERR_PERM, EPERM, "NotPermittedError",
+     "Not permitted (HOMA_ERR_PERM): homad's policy refuses this user the port, or the\n"
+     "raw IP driver lacks CAP_NET_RAW; also a builtins.PermissionError.",
+     &PyExc_PermissionError, NULL},
 };
 #define N_ERR_CLASSES (sizeof(err_classes) / sizeof(err_classes[0]))
 
@@ -73,8 +81,8 @@ PyObject *hpy_make_exc(int cls_code, int code, const char *what, const char *tex
     PyObject *cls = ec != NULL ? ec->cls : HomaError;
     int posix = ec != NULL ? ec->posix : (code == HOMA_ERR_IO ? EIO : EPROTO);
     if (text == NULL) text = homa_strerror(code);
-    PyObject *msg = what != NULL ? PyUnicode_FromFormat("%s: %s", what, text)
-                                 : PyUnicode_FromString(text);
+    PyObject *msg =
+        what != NULL ? PyUnicode_FromFormat("%s: %s", what, text) : PyUnicode_FromString(text);
     if (msg == NULL) return NULL;
     PyObject *exc = PyObject_CallFunction(cls, "iO", posix, msg);
     Py_DECREF(msg);

@@ -3,6 +3,8 @@
  * its counters and configuration as dicts, close() once no socket or
  * communicator uses it, and the package's per-process default runtime
  * (hpy_get_runtime()), which the other types fall back on. */
+#include <string.h>
+
 #include "homamodule.h"
 
 /* ---------------------------------------------------------------------------
@@ -14,17 +16,39 @@ struct cfg_field {
     size_t off;
     int wide; /* uint64_t, else uint32_t */
 };
-#define CFG32(f) {#f, offsetof(homa_config, f), 0}
-#define CFG64(f) {#f, offsetof(homa_config, f), 1}
+#define CFG32(f)                                                                                   \
+    {                                                                                              \
+#f, offsetof(homa_config, f), 0                                                            \
+    }
+#define CFG64(f)                                                                                   \
+    {                                                                                              \
+#f, offsetof(homa_config, f), 1                                                            \
+    }
 static const struct cfg_field cfg_fields[] = {
-    CFG32(max_message_length), CFG32(max_payload),       CFG32(unsched_bytes),
-    CFG32(grant_window),       CFG32(max_incoming),      CFG32(max_overcommit),
-    CFG32(grant_fifo_permille), CFG32(fifo_grant_increment), CFG32(num_priorities),
-    CFG64(tick_ns),            CFG32(resend_ticks),      CFG32(resend_interval),
-    CFG32(timeout_ticks),      CFG32(need_ack_ticks),    CFG64(link_bps),
-    CFG32(max_nic_queue_ns),   CFG32(pacer_bypass_bytes), CFG64(max_rx_bytes),
-    CFG32(max_rpcs),           CFG32(max_ports),         CFG32(tombstone_ticks),
-    CFG32(max_tombstones),     CFG32(gap_resend_ticks),  CFG32(adaptive_cutoffs),
+    CFG32(max_message_length),
+    CFG32(max_payload),
+    CFG32(unsched_bytes),
+    CFG32(grant_window),
+    CFG32(max_incoming),
+    CFG32(max_overcommit),
+    CFG32(grant_fifo_permille),
+    CFG32(fifo_grant_increment),
+    CFG32(num_priorities),
+    CFG64(tick_ns),
+    CFG32(resend_ticks),
+    CFG32(resend_interval),
+    CFG32(timeout_ticks),
+    CFG32(need_ack_ticks),
+    CFG64(link_bps),
+    CFG32(max_nic_queue_ns),
+    CFG32(pacer_bypass_bytes),
+    CFG64(max_rx_bytes),
+    CFG32(max_rpcs),
+    CFG32(max_ports),
+    CFG32(tombstone_ticks),
+    CFG32(max_tombstones),
+    CFG32(gap_resend_ticks),
+    CFG32(adaptive_cutoffs),
     CFG32(cutoff_update_msgs),
 };
 #define N_CFG_FIELDS (sizeof(cfg_fields) / sizeof(cfg_fields[0]))
@@ -74,15 +98,15 @@ static int apply_config(PyObject *dict, homa_config *cfg)
 static int Runtime_init(RuntimeObject *self, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"busy_poll_us", "mtu", "max_payload", "link_bps", "faults", "pcap",
-                             "ignore_env", "gso", "gro", "config", NULL};
+                             "ignore_env",   "gso", "gro",         "config",   "driver", NULL};
     int busy = -1, ignore_env = 0, gso = 1, gro = 1;
     unsigned int mtu = 0, max_payload = 0;
     unsigned long long link_bps = 0;
-    const char *faults = NULL, *pcap = NULL;
+    const char *faults = NULL, *pcap = NULL, *driver = NULL;
     PyObject *config = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|$iIIKzzpppO", kwlist, &busy, &mtu,
-                                     &max_payload, &link_bps, &faults, &pcap, &ignore_env, &gso,
-                                     &gro, &config))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|$iIIKzzpppOz", kwlist, &busy, &mtu, &max_payload,
+                                     &link_bps, &faults, &pcap, &ignore_env, &gso, &gro, &config,
+                                     &driver))
         return -1;
     if (self->rt != NULL) {
         PyErr_SetString(PyExc_RuntimeError, "Runtime is already initialised");
@@ -98,6 +122,14 @@ static int Runtime_init(RuntimeObject *self, PyObject *args, PyObject *kwds)
     if (ignore_env) o.flags |= HOMA_RT_IGNORE_ENV;
     if (!gso) o.flags |= HOMA_RT_NO_GSO;
     if (!gro) o.flags |= HOMA_RT_NO_GRO;
+    if (driver != NULL) {
+        if (strcmp(driver, "raw") == 0) {
+            o.flags |= HOMA_RT_RAW;
+        } else if (strcmp(driver, "udp") != 0) {
+            PyErr_Format(PyExc_ValueError, "driver must be 'udp' or 'raw', not '%s'", driver);
+            return -1;
+        }
+    }
     if (faults != NULL && faults[0] != '\0') {
         char err[160];
         if (homa_faults_parse(faults, &o.faults, err, sizeof(err)) != 0) {
@@ -113,10 +145,9 @@ static int Runtime_init(RuntimeObject *self, PyObject *args, PyObject *kwds)
     }
     homa_runtime *rt = NULL;
     int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = homa_runtime_create(&o, &rt);
-    Py_END_ALLOW_THREADS
-    if (rc != 0) {
+    Py_BEGIN_ALLOW_THREADS rc = homa_runtime_create(&o, &rt);
+    Py_END_ALLOW_THREADS if (rc != 0)
+    {
         hpy_raise_homa(rc, "Runtime");
         return -1;
     }
@@ -130,8 +161,7 @@ static void runtime_destroy(RuntimeObject *self)
     homa_runtime *rt = self->rt;
     self->rt = NULL;
     if (rt == NULL || self->pid != getpid()) return; /* a forked copy: leak it */
-    Py_BEGIN_ALLOW_THREADS
-    homa_runtime_destroy(rt);
+    Py_BEGIN_ALLOW_THREADS homa_runtime_destroy(rt);
     Py_END_ALLOW_THREADS
 }
 
@@ -155,7 +185,8 @@ static PyObject *Runtime_close(RuntimeObject *self, PyObject *Py_UNUSED(ignored)
     if (self->rt == NULL) Py_RETURN_NONE;
     if (self->users > 0) {
         PyErr_Format(PyExc_RuntimeError,
-                     "Runtime.close(): %d socket(s) or communicator(s) still open on it", self->users);
+                     "Runtime.close(): %d socket(s) or communicator(s) still open on it",
+                     self->users);
         return NULL;
     }
     runtime_destroy(self);
@@ -179,10 +210,8 @@ static PyObject *Runtime_counters(RuntimeObject *self, PyObject *Py_UNUSED(ignor
     if (runtime_check(self) < 0) return NULL;
     homa_counters ec;
     homa_driver_counters dc;
-    Py_BEGIN_ALLOW_THREADS
-    homa_runtime_counters(self->rt, &ec, &dc);
-    Py_END_ALLOW_THREADS
-    PyObject *d = PyDict_New();
+    Py_BEGIN_ALLOW_THREADS homa_runtime_counters(self->rt, &ec, &dc);
+    Py_END_ALLOW_THREADS PyObject *d = PyDict_New();
     if (d == NULL) return NULL;
     /* Both structs are plain arrays of uint64_t in list order. */
     for (size_t i = 0; i < homa_counter_count(); i++) {
@@ -261,12 +290,12 @@ static PyGetSetDef Runtime_getset[] = {
 };
 
 PyTypeObject hpy_RuntimeType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "homa.Runtime",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "homa.Runtime",
     .tp_basicsize = sizeof(RuntimeObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Runtime(*, busy_poll_us=None, mtu=0, max_payload=0, link_bps=0, faults=None,\n"
-              "        pcap=None, ignore_env=False, gso=True, gro=True, config=None)\n"
+              "        pcap=None, ignore_env=False, gso=True, gro=True, config=None,\n"
+              "        driver=None)\n"
               "--\n\n"
               "A libhoma runtime: one protocol engine, its UDP sockets and a background\n"
               "thread.  Sockets of one runtime share SRPT, grants and memory caps.\n\n"
@@ -275,6 +304,9 @@ PyTypeObject hpy_RuntimeType = {
               "link_bps: pacer link rate in bit/s (0 = no pacing).\n"
               "faults: fault-injection spec, e.g. 'drop=0.05,seed=7'.\n"
               "pcap: write every packet to this pcap file.\n"
+              "driver: 'udp' (default) or 'raw' (Homa over IP protocol 146, the Linux\n"
+              "  module's wire format; needs CAP_NET_RAW).  HOMA_DRIVER applies when\n"
+              "  this is None and ignore_env is False.\n"
               "ignore_env: ignore HOMA_FAULTS, HOMA_PCAP, HOMA_MTU, HOMA_BUSY_POLL_US.\n"
               "config: dict of homa_config fields, e.g. {'timeout_ticks': 50}.\n\n"
               "Sockets made without a runtime use a per-process default one.",

@@ -896,6 +896,31 @@ int homa_engine_abort(homa_engine *eng, uint64_t now, uint16_t port_num, uint64_
     return 0;
 }
 
+int homa_engine_peer_unreachable(homa_engine *eng, uint64_t now, const homa_addr *peer,
+                                 uint16_t port)
+{
+    if (!eng || !peer) return HOMA_ERR_INVAL;
+    eng->now = now;
+    int failed = 0;
+    struct hlist *n = eng->rpcs.next;
+    while (n != &eng->rpcs) {
+        struct homa_rpc *r = HOMA_CONTAINER(n, struct homa_rpc, all_node);
+        n = n->next;
+        /* Only client RPCs still waiting: a server RPC ends by itself, and
+         * a finished one must keep its response. */
+        if (r->state != RPC_CLIENT_ACTIVE) continue;
+        if (memcmp(&r->peer->addr, peer, sizeof(*peer)) != 0) continue;
+        if (port != 0 && r->peer_port != port) continue;
+        homa_rpc_fail(eng, r, HOMA_ERR_UNREACHABLE);
+        failed++;
+    }
+    if (failed) {
+        homa_grant_check(eng);
+        homa_notify_tx(eng);
+    }
+    return failed;
+}
+
 static void deliver(struct homa_engine *eng, struct homa_rpc *rpc, homa_msg *msg)
 {
     hlist_del(&rpc->ready_node);

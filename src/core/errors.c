@@ -37,7 +37,11 @@ const char *homa_strerror(int err)
     case HOMA_ERR_ADDR:
         return "address could not be parsed or resolved";
     case HOMA_ERR_PERM:
-        return "not permitted by the homad policy";
+        return "operation not permitted (homad's policy for this user and port, or raw sockets "
+               "without CAP_NET_RAW: run as root, or setcap cap_net_raw+ep on the program)";
+    case HOMA_ERR_UNREACHABLE:
+        return "the peer is unreachable: the network answered ICMP unreachable (no Homa "
+               "there, or no such port)";
     default:
         return "unknown error";
     }

@@ -177,6 +177,9 @@ static void client_restart(struct homa_engine *eng, struct homa_rpc *rpc)
     m->granted = m->unsched;
     m->num_rtx = 0;
     m->empty_pending = (m->length == 0);
+    /* The restarted request is sent afresh under the peer's current cutoffs
+     * (its DATA carries their version), so its priority must follow them. */
+    m->unsched_prio = homa_unsched_prio(eng, rpc->peer->cutoffs, m->length);
     rpc->confirmed = false;
     rpc->probes = 0;
     rpc->asked = false;
@@ -619,6 +622,14 @@ int homa_engine_input(homa_engine *eng, uint64_t now, const homa_addr *src, cons
         break;
     case HOMA_PKT_ACK:
         eng->ctr.ack_in++;
+        /* Like the Linux module, an ACK from a client (even sender_id) also
+         * ends the RPC its common header names; the kernel sends such
+         * ACKs with num_acks 0.  Ours repeat that RPC in acks[0], whose
+         * second handling finds nothing. */
+        if (!(pkt.sender_id & 1)) {
+            struct homa_wire_ack self = {.client_id = pkt.sender_id, .server_port = pkt.dport};
+            handle_ack(eng, src, pkt.sport, &self);
+        }
         for (uint32_t i = 0; i < pkt.u.ack.num_acks; i++)
             handle_ack(eng, src, pkt.sport, &pkt.u.ack.acks[i]);
         break;

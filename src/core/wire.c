@@ -242,10 +242,11 @@ int homa_wire_decode_hdr(const uint8_t *buf, size_t avail, size_t len, struct ho
     if (avail < HOMA_COMMON_HDR_LEN) return HOMA_WIRE_SHORT;
 
     /* The common fields are filled even for rejected packets so the caller
-     * can log where a bad packet came from.  sequence, doff, flags, window,
-     * checksum, urgent and the unused bytes carry nothing Homa needs (DATA's
-     * offset has its own field), so they are not checked: a NIC or middlebox
-     * may have rewritten them. */
+     * can log where a bad packet came from.  doff, flags, window, checksum,
+     * urgent and the unused bytes carry nothing Homa needs, so they are not
+     * checked: the kernel fills them with TCP look-alike values and a NIC or
+     * middlebox may have rewritten them.  sequence matters only for a DATA
+     * packet whose segment offset is 0xFFFFFFFF. */
     out->sport = get16(buf + OFF_SPORT);
     out->dport = get16(buf + OFF_DPORT);
     out->type = buf[OFF_TYPE];
@@ -263,7 +264,12 @@ int homa_wire_decode_hdr(const uint8_t *buf, size_t avail, size_t len, struct ho
         get_ack(buf + DATA_OFF_ACK, &out->u.data.ack);
         out->u.data.cutoff_version = get16(buf + DATA_OFF_CUTOFF_VERSION);
         out->u.data.retransmit = buf[DATA_OFF_RETRANSMIT];
+        /* The Linux module's rule: the segment offset, unless it is
+         * 0xFFFFFFFF, in which case the offset is in `sequence` (what the
+         * kernel sends for most DATA packets; see docs/wire.md). */
         out->u.data.offset = get32(buf + DATA_OFF_OFFSET);
+        if (out->u.data.offset == HOMA_DATA_OFFSET_IN_SEQ)
+            out->u.data.offset = get32(buf + OFF_SEQUENCE);
         /* 64-bit arithmetic: offset + payload cannot wrap, and a payload too
          * long for payload_len's 32 bits necessarily exceeds message_length. */
         uint64_t payload_len = (uint64_t)(len - HOMA_DATA_HDR_LEN);

@@ -42,6 +42,8 @@ enum homa_pkt_type {
 #define HOMA_MAX_ACKS_PER_PKT 5
 #define HOMA_NUM_PRIORITIES 8
 #define HOMA_RESEND_ALL 0xFFFFFFFFu
+/* DATA segment offset meaning "the offset is in the common header's sequence". */
+#define HOMA_DATA_OFFSET_IN_SEQ 0xFFFFFFFFu
 
 /* Structural reasons a packet is rejected by homa_wire_decode (all > 0). */
 enum homa_wire_err {
@@ -98,6 +100,8 @@ struct homa_wire_pkt {
 };
 
 /* Decodes buf[0..len) into *out.  Returns HOMA_WIRE_OK or a homa_wire_err.
+ * A DATA segment offset of HOMA_DATA_OFFSET_IN_SEQ takes the offset from
+ * the common header's sequence field, as the Linux module does.
  * Trailing bytes after a control packet's header are ignored (as the Linux
  * module does); for DATA everything after the 56-byte header is payload. */
 int homa_wire_decode(const uint8_t *buf, size_t len, struct homa_wire_pkt *out);

@@ -31,6 +31,10 @@ typedef struct homa_io_rx {
      * only its header (HOMA_IO_PLACED_HDR bytes) and len is the length read
      * (0 if the read failed).  The caller must finish the placement. */
     uint8_t placed;
+    /* 1: not a packet but an ICMP "unreachable" report for the peer src;
+     * sport is the Homa port it named (port unreachable) or 0 (the whole
+     * host: no Homa there, host unreachable).  len 0, data NULL. */
+    uint8_t unreach;
     uint32_t len;        /* Homa packet length */
     const uint8_t *data; /* Homa packet bytes */
 } homa_io_rx;
@@ -93,6 +97,41 @@ typedef struct homa_io_ops {
  * TOS per packet). */
 extern const homa_io_ops homa_udp_ops;
 
+/* The raw IP driver (raw.c): Homa directly over IP protocol 146, as the
+ * Linux module sends it; needs CAP_NET_RAW (open fails with HOMA_ERR_PERM). */
+extern const homa_io_ops homa_raw_ops;
+
+#define HOMA_IPPROTO 146    /* IANA protocol number of Homa */
+#define HOMA_RAW_FLAGS 0x06 /* the kernel's TCP look-alike flags byte */
+#define HOMA_RAW_URGENT 0xb97d
+
+/* 1 if this process may open raw protocol-146 sockets. */
+int homa_raw_supported(void);
+/* The folded (not complemented) one's-complement sum of the TCP-style
+ * pseudo-header the kernel uses for Homa: addresses, protocol 6, length. */
+uint16_t homa_raw_pseudo_sum(const homa_addr *src, const homa_addr *dst, uint32_t len);
+/* The checksum the kernel puts in a Homa packet (header's checksum bytes
+ * counted as zero).  A packet is intact if the field equals this. */
+uint16_t homa_raw_checksum(const homa_addr *src, const homa_addr *dst, const uint8_t *hdr,
+                           size_t hdr_len, const uint8_t *payload, size_t payload_len);
+/* Validates the IPv4 header a raw socket delivers in front of the Homa
+ * bytes: version 4, IHL 5..15 within len, total length == len.  Returns 0
+ * with its length (and TOS, addresses; each optional) or -1. */
+int homa_raw_strip_ipv4(const uint8_t *d, size_t len, size_t *hdr_len, uint8_t *tos,
+                        homa_addr *src, homa_addr *dst);
+/* 1 if an ICMP (v4) or ICMPv6 (!v4) error of this type/code means the peer
+ * cannot be reached; *port gets the Homa port from the bounced packet's
+ * header (payload, plen bytes) for a port unreachable, else 0. */
+int homa_raw_icmp_unreach(int v4, uint8_t type, uint8_t code, const uint8_t *payload,
+                          size_t plen, uint16_t *port);
+struct msghdr;
+/* Turns one MSG_ERRQUEUE message (mh with its cmsgs and msg_name, the
+ * bounced packet's Homa bytes in payload) into an `unreach` entry.
+ * Returns 0, or -1 if it is not an unreachable report.  Shared by the UDP
+ * and raw drivers. */
+int homa_raw_parse_errqueue(const struct msghdr *mh, const uint8_t *payload, size_t plen, int v4,
+                            homa_io_rx *out);
+
 /* Run-time capability probes (cached).  1 if the kernel supports it. */
 int homa_udp_gso_supported(void);
 int homa_udp_gro_supported(void);
@@ -154,5 +193,9 @@ void homa_pcap_write(homa_pcap *p, const homa_addr *src, uint16_t sport, const h
  * packets sent from a wildcard-bound socket); cached.  Thread-safe. */
 void homa_pcap_source_for(homa_pcap *p, const homa_addr *dst, homa_addr *src);
 void homa_pcap_flush(homa_pcap *p);
+/* Appends one IP protocol-146 packet (raw driver): IPv4 or IPv6 header
+ * with tos, then a[0..alen) + b[0..blen).  Thread-safe. */
+void homa_pcap_write_ip(homa_pcap *p, const homa_addr *src, const homa_addr *dst, uint8_t tos,
+                        const uint8_t *a, size_t alen, const uint8_t *b, size_t blen);
 
 #endif

@@ -239,3 +239,50 @@ void homa_pcap_source_for(homa_pcap *p, const homa_addr *dst, homa_addr *src)
     e->valid = 1;
     pthread_mutex_unlock(&p->lock);
 }
+
+void homa_pcap_write_ip(homa_pcap *p, const homa_addr *src, const homa_addr *dst, uint8_t tos,
+                        const uint8_t *a, size_t alen, const uint8_t *b, size_t blen)
+{
+    uint8_t hdr[40];
+    size_t iplen;
+    size_t plen = alen + blen;
+    int odd = 0;
+    if (is_v4(dst)) {
+        iplen = 20;
+        memset(hdr, 0, 20);
+        hdr[0] = 0x45;
+        hdr[1] = tos;
+        size_t total = 20 + plen;
+        put16(hdr + 2, total > 0xffff ? 0xffff : (uint16_t)total);
+        hdr[8] = 64;
+        hdr[9] = HOMA_IPPROTO;
+        memcpy(hdr + 12, src->bytes + 12, 4);
+        memcpy(hdr + 16, dst->bytes + 12, 4);
+        put16(hdr + 10, csum_fold(csum_add(0, hdr, 20, &odd)));
+    } else {
+        iplen = 40;
+        memset(hdr, 0, 40);
+        hdr[0] = (uint8_t)(0x60 | (tos >> 4));
+        hdr[1] = (uint8_t)(tos << 4);
+        put16(hdr + 4, plen > 0xffff ? 0xffff : (uint16_t)plen);
+        hdr[6] = HOMA_IPPROTO;
+        hdr[7] = 64;
+        memcpy(hdr + 8, src->bytes, 16);
+        memcpy(hdr + 24, dst->bytes, 16);
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint32_t caplen = (uint32_t)(iplen + plen);
+    uint32_t rec[4] = {(uint32_t)ts.tv_sec, (uint32_t)ts.tv_nsec, caplen, caplen};
+    pthread_mutex_lock(&p->lock);
+    fwrite(rec, sizeof(rec), 1, p->f);
+    fwrite(hdr, iplen, 1, p->f);
+    if (alen > 0) fwrite(a, alen, 1, p->f);
+    if (blen > 0) fwrite(b, blen, 1, p->f);
+    uint64_t now = mono_ns();
+    if (now - p->last_flush_ns > 100000000ull) {
+        fflush(p->f);
+        p->last_flush_ns = now;
+    }
+    pthread_mutex_unlock(&p->lock);
+}

@@ -125,8 +125,9 @@ struct homa_io_sock {
     uint64_t rx_due;        /* earliest due time in rx_held (atomic) */
     homa_io_place_fn place; /* direct receive; NULL = off */
     void *place_ctx;
-    int direct;                        /* peek at each datagram first (large DATA seen lately) */
-    int direct_idle;                   /* datagrams in a row not placed while direct */
+    int err_pending; /* an ICMP error was reported: read the error queue (atomic) */
+    int direct;      /* peek at each datagram first (large DATA seen lately) */
+    int direct_idle; /* datagrams in a row not placed while direct */
     uint8_t rx_hdr[HOMA_DATA_HDR_LEN]; /* header of the placed packet */
 };
 
@@ -239,6 +240,10 @@ static int udp_open(const homa_endpoint *local, const homa_io_opts *opts, homa_i
      * always costs one small cmsg and keeps the code path uniform. */
     setsockopt(s->fd, IPPROTO_IP, IP_RECVTOS, &on, sizeof(on));
     setsockopt(s->fd, IPPROTO_IPV6, IPV6_RECVTCLASS, &on, sizeof(on));
+    /* ICMP errors (port unreachable) queued for us: RPCs to a port nobody
+     * listens on fail at once instead of at the timeout. */
+    setsockopt(s->fd, IPPROTO_IP, IP_RECVERR, &on, sizeof(on));
+    setsockopt(s->fd, IPPROTO_IPV6, IPV6_RECVERR, &on, sizeof(on));
     unsigned flags = opts ? opts->flags : 0;
     if (!(flags & HOMA_IO_NO_GRO))
         s->gro = setsockopt(s->fd, SOL_UDP, UDP_GRO, &on, sizeof(on)) == 0;
@@ -364,6 +369,8 @@ static void tx_unbatch(homa_io_sock *s, struct tx_meta *m)
         CTR_ADD(s, send_syscalls, 1);
         size_t len = mh.msg_iov[0].iov_len + mh.msg_iov[1].iov_len;
         if (sendmsg(s->fd, &mh, 0) < 0) {
+            if (errno == ECONNREFUSED || errno == EHOSTUNREACH || errno == ENETUNREACH)
+                __atomic_store_n(&s->err_pending, 1, __ATOMIC_RELAXED);
             CTR_ADD(s, send_errors, 1);
         } else {
             CTR_ADD(s, datagrams_out, 1);
@@ -430,6 +437,10 @@ static void tx_flush_batch(homa_io_sock *s)
             __atomic_store_n(&s->gso, 0, __ATOMIC_RELAXED);
             tx_unbatch(s, m);
         } else {
+            /* A pending ICMP error is reported by (and cleared from) the
+             * next send: remember to read the error queue. */
+            if (e == ECONNREFUSED || e == EHOSTUNREACH || e == ENETUNREACH)
+                __atomic_store_n(&s->err_pending, 1, __ATOMIC_RELAXED);
             CTR_ADD(s, send_errors, m->segs);
         }
         done++;
@@ -619,6 +630,7 @@ static void rx_push(homa_io_sock *s, const homa_addr *src, uint16_t sport, uint8
     r->sport = sport;
     r->tos = tos;
     r->placed = 0;
+    r->unreach = 0;
     r->len = len;
     r->data = d;
 }
@@ -784,7 +796,11 @@ static void rx_direct(homa_io_sock *s, uint64_t now)
         CTR_ADD(s, recv_syscalls, 1);
         CTR_ADD(s, rx_peeks, 1);
         ssize_t r = recvmsg(s->fd, mh, MSG_PEEK | MSG_TRUNC | MSG_DONTWAIT);
-        if (r < 0) return;          /* nothing there (or an error the next read reports) */
+        if (r < 0) { /* nothing there, or a pending ICMP error */
+            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+                __atomic_store_n(&s->err_pending, 1, __ATOMIC_RELAXED);
+            return;
+        }
         uint32_t len = (uint32_t)r; /* MSG_TRUNC: the whole datagram's length */
         int gro;
         uint8_t tos;
@@ -818,6 +834,7 @@ static void rx_direct(homa_io_sock *s, uint64_t now)
                 o->sport = sport;
                 o->tos = tos;
                 o->placed = 1;
+                o->unreach = 0;
                 o->len = (uint32_t)got;
                 o->data = s->rx_hdr;
                 s->direct_idle = 0;
@@ -838,6 +855,34 @@ static void rx_direct(homa_io_sock *s, uint64_t now)
     return;
 }
 
+/* Reads the error queue: each ICMP unreachable becomes an `unreach` entry. */
+static void rx_errqueue(homa_io_sock *s)
+{
+    for (int i = 0; i < 16 && s->rx_out_n < RX_OUT_CAP; i++) {
+        uint8_t buf[64];
+        struct sockaddr_in6 sa;
+        union {
+            char b[256];
+            struct cmsghdr align;
+        } ctrl;
+        struct iovec iov = {buf, sizeof(buf)};
+        struct msghdr mh = {.msg_name = &sa,
+                            .msg_namelen = sizeof(sa),
+                            .msg_iov = &iov,
+                            .msg_iovlen = 1,
+                            .msg_control = ctrl.b,
+                            .msg_controllen = sizeof(ctrl.b)};
+        CTR_ADD(s, recv_syscalls, 1);
+        ssize_t r = recvmsg(s->fd, &mh, MSG_ERRQUEUE | MSG_DONTWAIT);
+        if (r < 0) return;
+        homa_io_rx rx;
+        if (homa_raw_parse_errqueue(&mh, buf, (size_t)r, 0, &rx) == 0) {
+            s->rx_out[s->rx_out_n++] = rx;
+            CTR_ADD(s, icmp_unreach, 1);
+        }
+    }
+}
+
 static void rx_refill(homa_io_sock *s, uint64_t now)
 {
     free_list(s->rx_done);
@@ -851,11 +896,14 @@ static void rx_refill(homa_io_sock *s, uint64_t now)
             rx_prepare(s, i);
         CTR_ADD(s, recv_syscalls, 1);
         int r = recvmmsg(s->fd, s->rx_mm, RX_BATCH, MSG_DONTWAIT, NULL);
+        if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+            __atomic_store_n(&s->err_pending, 1, __ATOMIC_RELAXED);
         for (int i = 0; i < r; i++)
             rx_datagram(s, now, &s->rx_mm[i].msg_hdr, &s->rx_sa[i], s->rx_iov[i].iov_base,
                         s->rx_mm[i].msg_len);
     }
     if (s->rx_held != NULL) rx_release(s, now, 0);
+    if (__atomic_exchange_n(&s->err_pending, 0, __ATOMIC_RELAXED)) rx_errqueue(s);
 }
 
 static int udp_recv(homa_io_sock *s, uint64_t now, homa_io_rx *out, int max)

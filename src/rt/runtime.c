@@ -38,7 +38,7 @@
 #include "io/io.h"
 #include "rt/daemon_client.h"
 
-#define TX_PULL 64    /* packets per homa_engine_pull */
+#define TX_PULL 64 /* packets per homa_engine_pull */
 /* Payload bytes one transmission may send before it returns.  A thread
  * inside homa_send/homa_reply (or release, recv) stops after TX_APP_BUDGET
  * and leaves the rest to the poll token holder or the background thread,
@@ -47,8 +47,8 @@
  * reading packets in between. */
 #define TX_APP_BUDGET (256u << 10)
 #define TX_POLL_BUDGET (1u << 20)
-#define RX_CHUNK 64   /* packets per driver recv */
-#define RX_BUDGET 256 /* packets per socket per poll pass (fairness) */
+#define RX_CHUNK 64                /* packets per driver recv */
+#define RX_BUDGET 256              /* packets per socket per poll pass (fairness) */
 #define RX_BYTES_BUDGET (1u << 20) /* bytes per socket per poll pass */
 #define RX_TX_BYTES (128u << 10)   /* bytes read in place before transmitting */
 #define MAX_EVENTS 16
@@ -96,6 +96,7 @@ struct homa_runtime {
     homa_engine *eng;
     homa_config cfg;
     const homa_io_ops *io;
+    int no_unreach; /* HOMA_RT_NO_UNREACH */
     homa_io_opts io_opts;
     homa_faults faults;
     homa_pcap *pcap;
@@ -463,7 +464,11 @@ static int poll_pass(homa_runtime *rt)
                 homa_io_rx *p = &rt->rx[i];
                 bytes += p->len;
                 untx += p->len;
-                if (!p->placed) {
+                if (p->unreach) {
+                    /* ICMP unreachable: fail the RPCs now, not at the timeout. */
+                    if (!rt->no_unreach)
+                        homa_engine_peer_unreachable(rt->eng, now, &p->src, p->sport);
+                } else if (!p->placed) {
                     homa_engine_input(rt->eng, now, &p->src, p->data, p->len);
                 } else if (p->len > 0) {
                     homa_engine_place_end(rt->eng, now, p->data, HOMA_IO_PLACED_HDR, p->len);
@@ -728,6 +733,17 @@ static uint32_t payload_for_mtu(uint32_t mtu)
     return p;
 }
 
+/* The same over raw IP: no UDP header (IPv6's 40 bytes still assumed, so
+ * one size fits both families), and at most an IPv4 packet's 65,535 bytes
+ * with its 20-byte header.  At MTU 1500 that is 1,404 bytes (the kernel
+ * module, which sizes per family, sends 1,424 over IPv4). */
+static uint32_t raw_payload_for_mtu(uint32_t mtu)
+{
+    uint32_t p = mtu > 96 + 64 ? mtu - 96 : 64;
+    if (p > 65535 - 20 - 56) p = 65535 - 20 - 56;
+    return p;
+}
+
 /* homa_engine_ops.path_payload: the MTU of the route to addr, as the
  * kernel sees it (connect() on a UDP socket sends nothing).  The runtime's
  * max_payload follows the largest MTU of the host (loopback's 65,536), so
@@ -735,7 +751,7 @@ static uint32_t payload_for_mtu(uint32_t mtu)
  * link gets packets that fit it instead of IP fragments. */
 static uint32_t rt_path_payload(void *ctx, const homa_addr *addr)
 {
-    (void)ctx;
+    const homa_runtime *rt = ctx;
     homa_endpoint ep = {.addr = *addr, .port = 9};
     struct sockaddr_storage ss;
     socklen_t len;
@@ -758,7 +774,9 @@ static uint32_t rt_path_payload(void *ctx, const homa_addr *addr)
         getsockopt(fd, v4 ? IPPROTO_IP : IPPROTO_IPV6, v4 ? IP_MTU : IPV6_MTU, &mtu, &ml) != 0)
         mtu = 0;
     close(fd);
-    return mtu > 0 ? payload_for_mtu((uint32_t)mtu) : 0;
+    if (mtu <= 0) return 0;
+    return rt->io == &homa_raw_ops ? raw_payload_for_mtu((uint32_t)mtu)
+                                   : payload_for_mtu((uint32_t)mtu);
 }
 
 static int env_options(homa_runtime_options *o)
@@ -782,6 +800,17 @@ static int env_options(homa_runtime_options *o)
             return HOMA_ERR_INVAL;
         }
         o->busy_poll_us = (uint32_t)us;
+    }
+    v = getenv("HOMA_DRIVER");
+    if (v != NULL && v[0] != '\0') {
+        if (strcmp(v, "raw") == 0) {
+            o->flags |= HOMA_RT_RAW;
+        } else if (strcmp(v, "udp") == 0) {
+            o->flags &= ~HOMA_RT_RAW;
+        } else {
+            fprintf(stderr, "libhoma: HOMA_DRIVER=\"%s\": expected udp or raw\n", v);
+            return HOMA_ERR_INVAL;
+        }
     }
     v = getenv("HOMA_MTU");
     if (v != NULL && v[0] != '\0' && o->mtu == 0) {
@@ -846,14 +875,17 @@ int homa_runtime_create(const homa_runtime_options *opts_in, homa_runtime **out)
         return HOMA_ERR_NOMEM;
     }
     rt->cfg = o.config;
-    rt->cfg.max_payload =
-        o.max_payload ? o.max_payload : payload_for_mtu(o.mtu ? o.mtu : host_mtu());
+    rt->cfg.max_payload = o.max_payload ? o.max_payload
+                          : (o.flags & HOMA_RT_RAW)
+                              ? raw_payload_for_mtu(o.mtu ? o.mtu : host_mtu())
+                              : payload_for_mtu(o.mtu ? o.mtu : host_mtu());
     /* link_bps 0 leaves the config's rate (tools pass it as an engine key) */
     rt->cfg.link_bps = o.link_bps ? o.link_bps : o.config.link_bps;
     /* The pacer must count what really crosses the link, not only Homa's
      * bytes: IPv6 + UDP headers and Ethernet framing (IPv4 is 20 bytes
      * less: pacing it as IPv6 errs on the safe side). */
-    if (rt->cfg.pkt_overhead == 0) rt->cfg.pkt_overhead = 40 + 8 + 38;
+    if (rt->cfg.pkt_overhead == 0)
+        rt->cfg.pkt_overhead = (o.flags & HOMA_RT_RAW) ? 40 + 38 : 40 + 8 + 38;
     /* The engine's defaults assume ~1,400-byte packets.  With loopback's
      * 64 KB packets a 40,000-byte unscheduled allowance and grant window are
      * less than one packet, so every packet of a long message would wait a
@@ -871,8 +903,7 @@ int homa_runtime_create(const homa_runtime_options *opts_in, homa_runtime **out)
          * halves the GRANTs and lets the sender send two packets per call;
          * max_incoming follows so that three such windows can be open. */
         if (rt->cfg.grant_window == defaults.grant_window) rt->cfg.grant_window = 2 * two;
-        if (rt->cfg.max_incoming == defaults.max_incoming &&
-            rt->cfg.max_incoming < 6 * two)
+        if (rt->cfg.max_incoming == defaults.max_incoming && rt->cfg.max_incoming < 6 * two)
             rt->cfg.max_incoming = 6 * two;
     }
 
@@ -880,7 +911,8 @@ int homa_runtime_create(const homa_runtime_options *opts_in, homa_runtime **out)
     rt->spin_ns = rt->busy_poll_ns;
     rt->grace_ns = rt->cfg.tick_ns > 100000 ? rt->cfg.tick_ns : 100000;
     rt->faults = o.faults;
-    rt->io = &homa_udp_ops;
+    rt->io = (o.flags & HOMA_RT_RAW) ? &homa_raw_ops : &homa_udp_ops;
+    rt->no_unreach = (o.flags & HOMA_RT_NO_UNREACH) != 0;
     rt->io_opts.flags = o.flags & (HOMA_IO_NO_GSO | HOMA_IO_NO_GRO);
     rt->io_opts.faults = homa_faults_none(&rt->faults) ? NULL : &rt->faults;
     rt->io_opts.place = (o.flags & HOMA_RT_NO_PLACE) ? NULL : rt_place;
@@ -1332,8 +1364,8 @@ static int send_common(homa_socket *s, const homa_endpoint *dst, const void *buf
         rc = homa_engine_send_request_owned(rt->eng, now_ns(), s->port, &dst->addr, dst->port,
                                             owned, len, cookie, &rid);
     else
-        rc = homa_engine_send_request(rt->eng, now_ns(), s->port, &dst->addr, dst->port, buf,
-                                      len, cookie, &rid);
+        rc = homa_engine_send_request(rt->eng, now_ns(), s->port, &dst->addr, dst->port, buf, len,
+                                      cookie, &rid);
     if (rc == 0) {
         tx_app(rt);
         check_deadline(rt);
@@ -1380,8 +1412,7 @@ static int reply_common(homa_socket *s, const homa_addr *peer, uint16_t peer_por
     } else {
         homa_addr a = peer ? *peer : (*pp)->peer;
         uint16_t p = peer ? peer_port : (*pp)->peer_port;
-        rc = owned ? homa_engine_send_reply_owned(rt->eng, now_ns(), s->port, &a, p, id, owned,
-                                                  len)
+        rc = owned ? homa_engine_send_reply_owned(rt->eng, now_ns(), s->port, &a, p, id, owned, len)
                    : homa_engine_send_reply(rt->eng, now_ns(), s->port, &a, p, id, buf, len);
         /* Forget the request once answered, or once the engine says it can
          * never be answered. */

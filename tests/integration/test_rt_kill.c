@@ -1,5 +1,7 @@
-/* A server process killed mid-run: the client must see HOMA_ERR_TIMEOUT for
- * every RPC that was waiting on it (and for new ones), not hang.
+/* A server process killed mid-run: the client must see an error for every
+ * RPC that was waiting on it (and for new ones), not hang: HOMA_ERR_TIMEOUT,
+ * or HOMA_ERR_UNREACHABLE when the kernel answers the dead port's packets
+ * with ICMP port unreachable (loopback does, at once).
  *
  * The server is a forked child (forked before the parent creates any
  * runtime, so the child starts from a single-threaded process).  The client
@@ -109,9 +111,9 @@ static void test_server_killed(void **state)
             completed++; /* the big echo may have finished before the kill */
             homa_release(c, &m);
         } else {
-            assert_int_equal(rc, HOMA_ERR_TIMEOUT);
+            assert_true(rc == HOMA_ERR_TIMEOUT || rc == HOMA_ERR_UNREACHABLE);
             assert_int_equal(m.id, ids[i]);
-            assert_int_equal(m.error, HOMA_ERR_TIMEOUT);
+            assert_int_equal(m.error, rc);
             assert_null(m.data);
             timeouts++;
         }
@@ -119,13 +121,16 @@ static void test_server_killed(void **state)
     assert_true(timeouts >= 2);
     /* A new RPC to the dead server fails the same way. */
     homa_msg m;
-    assert_int_equal(homa_call(c, &dst, buf, 100, 10000000000ll, &m), HOMA_ERR_TIMEOUT);
+    int rc = homa_call(c, &dst, buf, 100, 10000000000ll, &m);
+    assert_true(rc == HOMA_ERR_TIMEOUT || rc == HOMA_ERR_UNREACHABLE);
     double secs = (double)(rt_now_ns() - t0) / 1e9;
     assert_true(secs < 5.0 * SANITIZER_SLOWDOWN);
 
     homa_counters ec;
-    homa_runtime_counters(rt, &ec, NULL);
-    assert_true(ec.client_timeouts >= 3);
+    homa_driver_counters dc;
+    homa_runtime_counters(rt, &ec, &dc);
+    /* One ICMP report fails every RPC to the port at once. */
+    assert_true(ec.client_timeouts >= 3 || dc.icmp_unreach >= 1);
     fprintf(stderr, "kill: %d timeouts + %d completed in %.3f s\n", timeouts + 1, completed, secs);
     homa_socket_close(c);
     homa_runtime_destroy(rt);

@@ -122,9 +122,13 @@ def test_recv_timeout_returns_none(pair):
 
 def test_dead_server_timeout(pair):
     _, cli = pair
-    dead = homa.Socket(bind="127.0.0.1")
-    ep = dead.endpoint
-    dead.close()
+    # A port that swallows packets and never answers: a closed one would
+    # draw ICMP port unreachable (see test_closed_port_unreachable).
+    import socket as pysocket
+    sink = pysocket.socket(pysocket.AF_INET, pysocket.SOCK_DGRAM)
+    sink.bind(("127.0.0.1", 0))
+    sink.setsockopt(pysocket.SOL_SOCKET, pysocket.SO_RCVBUF, 4096)
+    ep = "127.0.0.1:%d" % sink.getsockname()[1]
     t0 = time.monotonic()
     with pytest.raises(homa.TimeoutError) as ei:
         cli.call(ep, b"anyone?", timeout=10)
@@ -139,6 +143,42 @@ def test_dead_server_timeout(pair):
     with pytest.raises(homa.TimeoutError) as ei:
         cli.recv(homa.RECV_RESPONSE, timeout=10)
     assert ei.value.id == rpc and ei.value.cookie == 9
+    sink.close()
+
+
+def test_closed_port_unreachable(pair):
+    _, cli = pair
+    dead = homa.Socket(bind="127.0.0.1")
+    ep = dead.endpoint
+    dead.close()
+    t0 = time.monotonic()
+    with pytest.raises(homa.UnreachableError) as ei:
+        cli.call(ep, b"anyone?", timeout=10)
+    assert time.monotonic() - t0 < 1  # ICMP port unreachable, not the timeout
+    e = ei.value
+    assert e.code == homa.ERR_UNREACHABLE and e.errno == errno.EHOSTUNREACH
+    assert e.peer == ep
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the raw IP driver needs CAP_NET_RAW (root)")
+def test_raw_driver_echo():
+    with homa.Runtime(driver="raw", ignore_env=True) as rt:
+        with homa.Socket(bind="127.0.0.1", runtime=rt) as srv, homa.Socket(runtime=rt) as cli:
+            stop = threading.Event()
+            t = threading.Thread(target=homa.serve, args=(srv, lambda r: bytes(r)),
+                                 kwargs={"stop": stop, "poll": 0.02})
+            t.start()
+            for n in (0, 1, 1500, 100_000):
+                data = os.urandom(n)
+                assert bytes(cli.call(srv.endpoint, data, timeout=10)) == data
+            stop.set()
+            t.join()
+            assert rt.counters()["datagrams_in"] > 0
+
+
+def test_raw_driver_option_checked():
+    with pytest.raises(ValueError):
+        homa.Runtime(driver="carrier-pigeon")
 
 
 def test_call_deadline(pair):

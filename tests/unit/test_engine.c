@@ -671,6 +671,62 @@ static void homa_engine_output__packets_follow_path_payload(void **state)
     pair_destroy(&p);
 }
 
+/* Drops the client's first DATA packet and records the priority of the
+ * client's later ones. */
+struct restart_watch {
+    int seen;
+    int last_prio;
+};
+static int restart_watch_filter(void *arg, int from, const struct pair_pkt *pk)
+{
+    struct restart_watch *w = arg;
+    if (from != 0 || pk->type != HOMA_PKT_DATA) return 0;
+    if (w->seen++ == 0) return 1;
+    w->last_prio = pk->priority;
+    return 0;
+}
+
+/* CUTOFFS that arrive between a request's first transmission and its
+ * restart after RPC_UNKNOWN: the restarted DATA carries their version, so
+ * it must also use their priority (a kernel peer checks neither, but a
+ * capture shows the two disagree). */
+static void homa_engine_input__restart_uses_current_cutoffs(void **state)
+{
+    (void)state;
+    struct pair p;
+    setup_pair(&p, NULL);
+    struct restart_watch w = {0, -1};
+    p.filter = restart_watch_filter;
+    p.filter_arg = &w;
+    uint64_t id;
+    assert_int_equal(
+        homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, "abc", 3, 0, &id), 0);
+    /* the server announces cutoffs that put a 3-byte message at level 3 */
+    struct homa_wire_pkt c;
+    memset(&c, 0, sizeof(c));
+    c.type = HOMA_PKT_CUTOFFS;
+    c.sport = SPORT;
+    c.dport = CPORT;
+    c.sender_id = id ^ 1;
+    c.u.cutoffs.cutoffs[0] = 0x7fffffff;
+    c.u.cutoffs.cutoffs[3] = 2000;
+    c.u.cutoffs.version = 9;
+    uint8_t buf[HOMA_MAX_HDR_LEN];
+    size_t n = homa_wire_encode(&c, buf);
+    assert_int_equal(homa_engine_input(p.e[0], p.now, &p.addr[1], buf, n), 0);
+    pair_settle(&p);
+    for (int i = 0; i < 6; i++)
+        pair_advance(&p, MS);
+    homa_counters ctr;
+    homa_engine_counters(p.e[0], &ctr);
+    assert_int_equal(ctr.client_restarts, 1);
+    assert_int_equal(w.last_prio, 3);
+    homa_msg m;
+    assert_int_equal(homa_engine_recv(p.e[1], SPORT, HOMA_RECV_ANY, 0, &m), 0);
+    homa_engine_release(p.e[1], &m);
+    pair_destroy(&p);
+}
+
 /* A server that gives up on a silent client after the request reached the
  * application leaves a tombstone: if the client comes back and restarts
  * the request (same id), it is dropped as completed, never served twice;
@@ -1243,10 +1299,113 @@ static void homa_engine_place__rpc_freed_during_placement(void **state)
     pair_destroy(&p);
 }
 
+static int drop_from_client(void *arg, int from, const struct pair_pkt *pk)
+{
+    (void)arg;
+    (void)pk;
+    return from == 0;
+}
+
+static int drop_all(void *arg, int from, const struct pair_pkt *pk)
+{
+    (void)arg;
+    (void)from;
+    (void)pk;
+    return 1;
+}
+
+/* The Linux module answers NEED_ACK with an ACK whose num_acks is 0: the
+ * RPC it acknowledges is the one its common header names. */
+static void homa_engine_input__ack_without_records_ends_named_rpc(void **state)
+{
+    (void)state;
+    struct pair p;
+    setup_pair(&p, NULL);
+    uint64_t id = 0;
+    assert_int_equal(
+        homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, "ping", 4, 0, &id), 0);
+    pair_settle(&p);
+    homa_msg m;
+    assert_int_equal(homa_engine_recv(p.e[1], SPORT, HOMA_RECV_REQUEST, 0, &m), 0);
+    /* From now on nothing the client sends arrives (no piggybacked ack). */
+    p.filter = drop_from_client;
+    assert_int_equal(
+        homa_engine_send_reply(p.e[1], p.now, SPORT, &m.peer, m.peer_port, m.id, "pong", 4), 0);
+    homa_engine_release(p.e[1], &m);
+    pair_settle(&p);
+    homa_counters c;
+    homa_engine_counters(p.e[1], &c);
+    assert_int_equal(c.rpcs_live, 1); /* waiting for the ack */
+    uint64_t acked = c.server_acked;
+
+    struct homa_wire_pkt ack;
+    memset(&ack, 0, sizeof(ack));
+    ack.type = HOMA_PKT_ACK;
+    ack.sport = CPORT;
+    ack.dport = SPORT;
+    ack.sender_id = id;
+    ack.u.ack.num_acks = 0;
+    uint8_t buf[HOMA_MAX_HDR_LEN];
+    size_t n = homa_wire_encode(&ack, buf);
+    buf[13] = 0x06; /* the kernel's look-alike fields change nothing */
+    buf[18] = 0xb9;
+    buf[19] = 0x7d;
+    assert_int_equal(homa_engine_input(p.e[1], p.now, &p.addr[0], buf, n), 0);
+    homa_engine_counters(p.e[1], &c);
+    assert_int_equal(c.rpcs_live, 0);
+    assert_int_equal(c.server_acked, acked + 1);
+    /* A second one finds nothing and harms nothing. */
+    assert_int_equal(homa_engine_input(p.e[1], p.now, &p.addr[0], buf, n), 0);
+    homa_engine_counters(p.e[1], &c);
+    assert_int_equal(c.server_acked, acked + 1);
+    pair_destroy(&p);
+}
+
+/* ICMP unreachable reported by the driver: the client RPCs to that peer
+ * (and port) fail at once with HOMA_ERR_UNREACHABLE. */
+static void homa_engine_peer_unreachable__fails_client_rpcs(void **state)
+{
+    (void)state;
+    struct pair p;
+    setup_pair(&p, NULL);
+    p.filter = drop_all;
+    uint64_t a = 0, b = 0;
+    assert_int_equal(
+        homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, "a", 1, 1, &a), 0);
+    assert_int_equal(
+        homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT + 1, "b", 1, 2, &b), 0);
+    pair_settle(&p);
+    homa_msg r;
+    assert_int_equal(homa_engine_recv(p.e[0], CPORT, HOMA_RECV_RESPONSE, 0, &r), HOMA_ERR_AGAIN);
+    /* Another host, or another port of it: nothing fails. */
+    assert_int_equal(homa_engine_peer_unreachable(p.e[0], p.now, &p.addr[0], 0), 0);
+    assert_int_equal(homa_engine_peer_unreachable(p.e[0], p.now, &p.addr[1], SPORT + 2), 0);
+    /* Port unreachable: only the RPC to that port. */
+    assert_int_equal(homa_engine_peer_unreachable(p.e[0], p.now, &p.addr[1], SPORT), 1);
+    assert_int_equal(homa_engine_recv(p.e[0], CPORT, HOMA_RECV_RESPONSE, 0, &r), 0);
+    assert_int_equal(r.id, a);
+    assert_int_equal(r.error, HOMA_ERR_UNREACHABLE);
+    homa_engine_release(p.e[0], &r);
+    assert_int_equal(homa_engine_recv(p.e[0], CPORT, HOMA_RECV_RESPONSE, 0, &r), HOMA_ERR_AGAIN);
+    /* Port 0 (protocol unreachable): every RPC to the host. */
+    assert_int_equal(homa_engine_peer_unreachable(p.e[0], p.now, &p.addr[1], 0), 1);
+    assert_int_equal(homa_engine_recv(p.e[0], CPORT, HOMA_RECV_RESPONSE, 0, &r), 0);
+    assert_int_equal(r.id, b);
+    assert_int_equal(r.error, HOMA_ERR_UNREACHABLE);
+    homa_engine_release(p.e[0], &r);
+    assert_int_equal(homa_engine_peer_unreachable(NULL, 0, &p.addr[1], 0), HOMA_ERR_INVAL);
+    homa_counters c;
+    homa_engine_counters(p.e[0], &c);
+    assert_int_equal(c.rpcs_live, 0);
+    pair_destroy(&p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(homa_config_validate__defaults_ok),
+        cmocka_unit_test(homa_engine_input__ack_without_records_ends_named_rpc),
+        cmocka_unit_test(homa_engine_peer_unreachable__fails_client_rpcs),
         cmocka_unit_test(homa_counter_name__all_named),
         cmocka_unit_test(homa_engine_port_open__errors),
         cmocka_unit_test(homa_engine_port_rpcs__counts_until_acked),
@@ -1264,6 +1423,7 @@ int main(void)
         cmocka_unit_test(homa_engine_timer__trickle_keeps_sender_alive),
         cmocka_unit_test(homa_engine_input__duplicate_request_after_ack_not_redelivered),
         cmocka_unit_test(homa_engine_input__rpc_unknown_restarts_request),
+        cmocka_unit_test(homa_engine_input__restart_uses_current_cutoffs),
         cmocka_unit_test(homa_engine_timer__unknowns_fail_only_after_timeout),
         cmocka_unit_test(homa_engine_output__packets_follow_path_payload),
         cmocka_unit_test(homa_engine_abort__frees_and_server_cleans_up),

@@ -40,11 +40,21 @@ static size_t build(uint8_t type, uint8_t *buf)
         p.u.data.incoming = 500;
         p.u.data.cutoff_version = 1;
         break;
-    case HOMA_PKT_GRANT: p.u.grant.offset = 10; break;
-    case HOMA_PKT_RESEND: p.u.resend.length = 10; break;
-    case HOMA_PKT_ACK: p.u.ack.num_acks = 1; p.u.ack.acks[0].client_id = 4; break;
-    case HOMA_PKT_CUTOFFS: p.u.cutoffs.version = 2; break;
-    default: break;
+    case HOMA_PKT_GRANT:
+        p.u.grant.offset = 10;
+        break;
+    case HOMA_PKT_RESEND:
+        p.u.resend.length = 10;
+        break;
+    case HOMA_PKT_ACK:
+        p.u.ack.num_acks = 1;
+        p.u.ack.acks[0].client_id = 4;
+        break;
+    case HOMA_PKT_CUTOFFS:
+        p.u.cutoffs.version = 2;
+        break;
+    default:
+        break;
     }
     size_t hl = homa_wire_encode(&p, buf);
     if (type == HOMA_PKT_DATA) {
@@ -138,6 +148,9 @@ static void homa_engine_input__fields_out_of_range(void **state)
     for (size_t i = 0; i < 4; i++) {
         len = build(HOMA_PKT_DATA, buf);
         put32(buf + 52, offsets[i]);
+        /* 0xffffffff says "the offset is in sequence" (the kernel's rule):
+         * a hostile sequence must be range-checked the same way. */
+        if (offsets[i] == 0xffffffffu) put32(buf + 4, 0xfffffff0u);
         expect_drop(e, buf, len, HOMA_DROP_BAD_RANGE, "drop_bad_range");
     }
     /* DATA: message longer than the configured maximum (range itself fine) */

@@ -77,6 +77,9 @@ static const char usage_text[] =
     "                       runtime (keys as homa-perf cluster --homa-config)\n"
     "  --no-place           (server, client, compare) Homa runtimes never receive DATA\n"
     "                       payloads in place (HOMA_RT_NO_PLACE), for comparison\n"
+    "  --driver udp|raw     (server, client, compare) Homa runtimes use UDP (default) or\n"
+    "                       raw IP protocol 146, the Linux module's wire format (needs\n"
+    "                       CAP_NET_RAW; HOMA_RT_RAW)\n"
     "\n"
     "Latency: CLOCK_MONOTONIC from just before the send call to the return of the\n"
     "poll that delivered the response, every RPC recorded in a log-linear histogram\n"
@@ -146,6 +149,7 @@ enum {
     OPT_COUNTERS,
     OPT_HOMACONFIG,
     OPT_NOPLACE,
+    OPT_DRIVER,
     OPT_HELP,
 };
 
@@ -173,6 +177,7 @@ static const struct option long_opts[] = {
     {"counters", no_argument, NULL, OPT_COUNTERS},
     {"homa-config", required_argument, NULL, OPT_HOMACONFIG},
     {"no-place", no_argument, NULL, OPT_NOPLACE},
+    {"driver", required_argument, NULL, OPT_DRIVER},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -319,6 +324,14 @@ static int parse_args(int argc, char **argv, cli *c)
         }
         case OPT_NOPLACE:
             homa_perf_rt_flags |= HOMA_RT_NO_PLACE;
+            break;
+        case OPT_DRIVER:
+            if (strcmp(optarg, "raw") == 0)
+                homa_perf_rt_flags |= HOMA_RT_RAW;
+            else if (strcmp(optarg, "udp") == 0)
+                homa_perf_rt_flags &= ~HOMA_RT_RAW;
+            else
+                return bad("--driver must be udp or raw, not '%s'", optarg);
             break;
         case OPT_HELP:
             usage(stdout);
