@@ -489,7 +489,7 @@ static int is_icmp_errno(int e)
 static void tx_flush(homa_io_sock *s, int fd, struct mmsghdr *mm, struct tx_slot *slot, int *np)
 {
     int n = *np;
-    int done = 0;
+    int done = 0, retried = -1;
     while (done < n) {
         CTR_ADD(s, send_syscalls, 1);
         int r = sendmmsg(fd, &mm[done], (unsigned)(n - done), 0);
@@ -502,9 +502,16 @@ static void tx_flush(homa_io_sock *s, int fd, struct mmsghdr *mm, struct tx_slot
             continue;
         }
         if (r < 0 && errno == EINTR) continue;
-        /* A pending ICMP error is reported by (and cleared from) the next
-         * send: remember to read the error queue. */
-        if (r < 0 && is_icmp_errno(errno)) __atomic_store_n(&s->err_pending, 1, __ATOMIC_RELAXED);
+        /* A pending ICMP error, about any earlier packet, is reported by
+         * (and cleared from) the next send, which then sent nothing: note
+         * it for the error queue and send that packet again, once. */
+        if (r < 0 && is_icmp_errno(errno)) {
+            __atomic_store_n(&s->err_pending, 1, __ATOMIC_RELAXED);
+            if (retried != done) {
+                retried = done;
+                continue;
+            }
+        }
         CTR_ADD(s, send_errors, 1);
         done++;
     }

@@ -368,9 +368,13 @@ static void tx_unbatch(homa_io_sock *s, struct tx_meta *m)
         mh.msg_controllen = CMSG_SPACE(sizeof(int));
         CTR_ADD(s, send_syscalls, 1);
         size_t len = mh.msg_iov[0].iov_len + mh.msg_iov[1].iov_len;
-        if (sendmsg(s->fd, &mh, 0) < 0) {
-            if (errno == ECONNREFUSED || errno == EHOSTUNREACH || errno == ENETUNREACH)
-                __atomic_store_n(&s->err_pending, 1, __ATOMIC_RELAXED);
+        int r = (int)sendmsg(s->fd, &mh, 0);
+        if (r < 0 && (errno == ECONNREFUSED || errno == EHOSTUNREACH || errno == ENETUNREACH)) {
+            /* a pending ICMP error, not this datagram's: once more */
+            __atomic_store_n(&s->err_pending, 1, __ATOMIC_RELAXED);
+            r = (int)sendmsg(s->fd, &mh, 0);
+        }
+        if (r < 0) {
             CTR_ADD(s, send_errors, 1);
         } else {
             CTR_ADD(s, datagrams_out, 1);
@@ -417,7 +421,7 @@ static void tx_flush_batch(homa_io_sock *s)
 {
     for (int i = 0; i < s->tx_n; i++)
         tx_finish_meta(&s->tx_meta[i], &s->tx_mm[i], s->tx_iov);
-    int done = 0;
+    int done = 0, retried = -1;
     while (done < s->tx_n) {
         CTR_ADD(s, send_syscalls, 1);
         int r = sendmmsg(s->fd, &s->tx_mm[done], (unsigned)(s->tx_n - done), 0);
@@ -437,10 +441,17 @@ static void tx_flush_batch(homa_io_sock *s)
             __atomic_store_n(&s->gso, 0, __ATOMIC_RELAXED);
             tx_unbatch(s, m);
         } else {
-            /* A pending ICMP error is reported by (and cleared from) the
-             * next send: remember to read the error queue. */
-            if (e == ECONNREFUSED || e == EHOSTUNREACH || e == ENETUNREACH)
+            /* A pending ICMP error (IP_RECVERR), about any earlier packet,
+             * is reported by (and cleared from) the next send, which then
+             * sent nothing: note it for the error queue and send that
+             * datagram again, once. */
+            if (e == ECONNREFUSED || e == EHOSTUNREACH || e == ENETUNREACH) {
                 __atomic_store_n(&s->err_pending, 1, __ATOMIC_RELAXED);
+                if (retried != done) {
+                    retried = done;
+                    continue;
+                }
+            }
             CTR_ADD(s, send_errors, m->segs);
         }
         done++;
