@@ -1007,6 +1007,18 @@ void homa_engine_timer(homa_engine *eng, uint64_t now)
         late = now - eng->next_tick - eng->cfg.tick_ns;
         eng->ctr.timer_stalls++;
     }
+    /* How long packets now wait in our receive path (socket, kernel
+     * backlog) before we read them: the longest wait since the last run,
+     * or the previous estimate decaying at half speed.  A peer's answer
+     * may be that long on its way to us after it reached this host, so
+     * the timers count silence and intervals without it. */
+    uint64_t elapsed = eng->next_tick != 0 ? now - (eng->next_tick - eng->cfg.tick_ns) : 0;
+    uint64_t decayed = eng->lag > elapsed / 2 ? eng->lag - elapsed / 2 : 0;
+    eng->lag = eng->in_lag > decayed ? eng->in_lag : decayed;
+    eng->in_lag = 0;
+    uint64_t lag_max = (uint64_t)eng->cfg.timeout_ticks * eng->cfg.tick_ns / 4;
+    if (eng->lag > lag_max) eng->lag = lag_max;
+    if (eng->lag >= eng->cfg.tick_ns) eng->ctr.input_stalls++;
     eng->next_tick = now + eng->cfg.tick_ns;
     eng->ticks++;
     if (late) {

@@ -50,6 +50,9 @@
 #define RX_BYTES_BUDGET (1u << 20) /* bytes per socket per poll pass */
 #define RX_TX_BYTES (128u << 10)   /* bytes read in place before transmitting */
 #define MAX_EVENTS 16
+#ifndef TIMER_DEFER_TICKS
+#define TIMER_DEFER_TICKS 5u /* engine timers wait for the input this long at most */
+#endif
 #define IDLE_AFTER_NS 1000000000ull /* background thread stops ticking after 1 s idle */
 #define SPIN_PREEMPTED_NS 200000ull /* a spin iteration this long was preempted */
 
@@ -123,6 +126,8 @@ struct homa_runtime {
     int tx_busy;
     int tx_wanted; /* the engine called want_tx since the last pull */
     int tx_more;   /* a transmission stopped at its budget with packets left */
+    /* When a poll pass last left every socket empty. */
+    uint64_t last_drain;
     homa_pkt_out tx_pkts[TX_PULL];
 
     /* Close / destroy wait here for the token holder and transmitter. */
@@ -400,7 +405,17 @@ static void tx_if_wanted(homa_runtime *rt)
 /* Runs due engine timers and due fault-injection releases. */
 static void run_timers(homa_runtime *rt, uint64_t now)
 {
-    if (homa_engine_next_deadline(rt->eng) <= now) {
+    uint64_t due = homa_engine_next_deadline(rt->eng);
+    if (due <= now && !rt->poller_sleeping && rt->last_drain < due &&
+        now - due < TIMER_DEFER_TICKS * rt->cfg.tick_ns) {
+        /* Nobody has read every socket empty since the timers fell due:
+         * packets may be waiting there, and an RPC that looks silent may
+         * have its answer among them (a loaded host: the poller is behind
+         * or preempted).  The timers wait (a while) for the input to be
+         * read; the engine counts the delay as a local stall, not as
+         * silence of the peers.  Transmission goes on. */
+        tx_run(rt, TX_POLL_BUDGET);
+    } else if (due <= now) {
         homa_engine_timer(rt->eng, now);
         tx_run(rt, TX_POLL_BUDGET);
     } else if (driver_deadline(rt) <= now || (rt->tx_more && !rt->tx_busy)) {
@@ -441,6 +456,7 @@ static void poll_snapshot(homa_runtime *rt)
 static int poll_pass(homa_runtime *rt)
 {
     int total = 0;
+    int backlog = 0;
     poll_snapshot(rt);
     int n_socks = rt->poll_n;
     for (int k = 0; k < n_socks; k++) {
@@ -459,7 +475,7 @@ static int poll_pass(homa_runtime *rt)
                 bytes += p->len;
                 untx += p->len;
                 if (!p->placed) {
-                    homa_engine_input(rt->eng, now, &p->src, p->data, p->len);
+                    homa_engine_input_at(rt->eng, now, p->arrived, &p->src, p->data, p->len);
                 } else if (p->len > 0) {
                     homa_engine_place_end(rt->eng, now, p->data, HOMA_IO_PLACED_HDR, p->len);
                     placed = 1;
@@ -477,8 +493,10 @@ static int poll_pass(homa_runtime *rt)
             if (n < RX_CHUNK && !placed) break;
         }
         if (untx > 0) tx_run(rt, TX_POLL_BUDGET);
+        if (got >= RX_BUDGET || bytes >= RX_BYTES_BUDGET) backlog = 1;
         total += got;
     }
+    if (!backlog) rt->last_drain = now_ns();
     /* Packets left by a transmission that reached its budget count as
      * work: the caller must not go to sleep on them. */
     if (rt->tx_more && !rt->tx_busy) {
