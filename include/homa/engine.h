@@ -339,6 +339,7 @@ HOMA_API const char *homa_drop_reason_name(int reason);
     X(prods_deferred, "BUSY/NEED_ACK/RESEND prods put off: per-peer limit per tick")               \
     X(timer_stalls, "timer runs a tick late or more (local stall, not counted as silence)")        \
     X(input_stalls, "timer runs while received packets waited a tick or more to be read")          \
+    X(stalled_ns, "ns of timer lateness forgiven as local stalls (timeouts stretch by as much)")   \
     X(acks_piggybacked, "acks carried in DATA packets")                                            \
     X(pacer_stalls, "pulls that held data back for the pacer")                                     \
     X(cutoff_updates, "times the adaptive unscheduled cutoffs changed")                            \

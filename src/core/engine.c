@@ -1006,6 +1006,7 @@ void homa_engine_timer(homa_engine *eng, uint64_t now)
     if (eng->next_tick != 0 && now - eng->next_tick > eng->cfg.tick_ns) {
         late = now - eng->next_tick - eng->cfg.tick_ns;
         eng->ctr.timer_stalls++;
+        eng->ctr.stalled_ns += late;
     }
     /* How long packets now wait in our receive path (socket, kernel
      * backlog) before we read them: the longest wait since the last run,

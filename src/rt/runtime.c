@@ -51,7 +51,10 @@
 #define RX_TX_BYTES (128u << 10)   /* bytes read in place before transmitting */
 #define MAX_EVENTS 16
 #ifndef TIMER_DEFER_TICKS
-#define TIMER_DEFER_TICKS 5u /* engine timers wait for the input this long at most */
+/* Engine timers wait at most this long for the input to be read; the
+ * engine forgives lateness beyond one tick, so a longer wait would stretch
+ * every timeout while the input is never quite drained. */
+#define TIMER_DEFER_TICKS 1u
 #endif
 #define IDLE_AFTER_NS 1000000000ull /* background thread stops ticking after 1 s idle */
 #define SPIN_PREEMPTED_NS 200000ull /* a spin iteration this long was preempted */
@@ -402,18 +405,32 @@ static void tx_if_wanted(homa_runtime *rt)
     }
 }
 
+/* True if the engine timers, due since `due`, wait for the input: nobody
+ * has read every socket empty since they fell due, so packets may be
+ * waiting there (a loaded host: the poller is behind or preempted). */
+static int timers_wait(homa_runtime *rt, uint64_t due, uint64_t now)
+{
+    return due <= now && !rt->poller_sleeping && rt->last_drain < due &&
+           now - due < TIMER_DEFER_TICKS * rt->cfg.tick_ns;
+}
+
+/* When the engine timers are to run next (later than due while they wait
+ * for the input: a sleeper must not spin on a deadline already past). */
+static uint64_t timer_deadline(homa_runtime *rt)
+{
+    uint64_t due = homa_engine_next_deadline(rt->eng);
+    uint64_t now = now_ns();
+    return timers_wait(rt, due, now) ? due + TIMER_DEFER_TICKS * rt->cfg.tick_ns : due;
+}
+
 /* Runs due engine timers and due fault-injection releases. */
 static void run_timers(homa_runtime *rt, uint64_t now)
 {
     uint64_t due = homa_engine_next_deadline(rt->eng);
-    if (due <= now && !rt->poller_sleeping && rt->last_drain < due &&
-        now - due < TIMER_DEFER_TICKS * rt->cfg.tick_ns) {
-        /* Nobody has read every socket empty since the timers fell due:
-         * packets may be waiting there, and an RPC that looks silent may
-         * have its answer among them (a loaded host: the poller is behind
-         * or preempted).  The timers wait (a while) for the input to be
-         * read; the engine counts the delay as a local stall, not as
-         * silence of the peers.  Transmission goes on. */
+    if (timers_wait(rt, due, now)) {
+        /* An RPC that looks silent may have its answer among the unread
+         * packets: the timers wait for the input (one tick at most).
+         * Transmission goes on. */
         tx_run(rt, TX_POLL_BUDGET);
     } else if (due <= now) {
         homa_engine_timer(rt->eng, now);
@@ -655,7 +672,7 @@ static void bg_poll(homa_runtime *rt)
         if (rt->nexported == 0 && rt->last_app_poll + rt->grace_ns > now)
             return; /* an application thread polled recently: let it */
         if (n > 0) continue;
-        uint64_t until = min_u64(homa_engine_next_deadline(rt->eng), driver_deadline(rt));
+        uint64_t until = min_u64(timer_deadline(rt), driver_deadline(rt));
         poll_sleep(rt, until);
         if (rt->stop || rt->token_waiters > 0) return;
     }
@@ -685,7 +702,7 @@ static void *bg_main(void *arg)
             pass_token(rt);
             continue;
         }
-        uint64_t wake = min_u64(homa_engine_next_deadline(rt->eng), driver_deadline(rt));
+        uint64_t wake = min_u64(timer_deadline(rt), driver_deadline(rt));
         /* While the application is active, look every tick whether it has
          * stopped polling; after a second of idleness sleep until the
          * engine needs us (homa_recv's exit signals us then). */
