@@ -149,10 +149,17 @@ struct homa_peer *homa_peer_get(struct homa_engine *eng, const homa_addr *addr, 
 void homa_peer_heard(struct homa_peer *peer, uint16_t port, uint64_t now)
 {
     peer->last_heard = now;
+    /* Packets come in runs from one port: try the last one found first. */
+    uint32_t h = peer->port_hint;
+    if (h < peer->num_ports && peer->ports[h].port == port) {
+        peer->ports[h].last_heard = now;
+        return;
+    }
     uint32_t oldest = 0;
     for (uint32_t i = 0; i < peer->num_ports; i++) {
         if (peer->ports[i].port == port) {
             peer->ports[i].last_heard = now;
+            peer->port_hint = i;
             return;
         }
         if (peer->ports[i].last_heard < peer->ports[oldest].last_heard) oldest = i;
@@ -172,10 +179,13 @@ void homa_peer_heard(struct homa_peer *peer, uint16_t port, uint64_t now)
     if (i >= peer->cap_ports) return; /* no memory at all: peer-wide liveness only */
     peer->ports[i].port = port;
     peer->ports[i].last_heard = now;
+    peer->port_hint = i;
 }
 
 uint64_t homa_peer_port_heard(const struct homa_peer *peer, uint16_t port)
 {
+    uint32_t h = peer->port_hint;
+    if (h < peer->num_ports && peer->ports[h].port == port) return peer->ports[h].last_heard;
     for (uint32_t i = 0; i < peer->num_ports; i++)
         if (peer->ports[i].port == port) return peer->ports[i].last_heard;
     return 0;

@@ -223,6 +223,7 @@ struct homa_peer {
     uint64_t last_heard;          /* last packet from it that found one of our RPCs */
     struct homa_peer_port *ports; /* liveness per remote port, unordered */
     uint32_t num_ports, cap_ports;
+    uint32_t port_hint; /* index of the port last heard from (checked first) */
     uint64_t prod_tick;    /* timer tick of prods_left and resends_left */
     uint32_t prods_left;   /* liveness prods it may still be sent this tick */
     uint32_t resends_left; /* RESENDs for unconfirmed requests left this tick */
