@@ -44,12 +44,16 @@ struct rpc_rec {
     int rc;
 };
 
+/* The server thread stops before its socket closes (a socket must not be
+ * used after homa_socket_close). */
+static int server_stop;
+
 static void *server_main(void *arg)
 {
     homa_socket *s = arg;
-    for (;;) {
+    while (!__atomic_load_n(&server_stop, __ATOMIC_ACQUIRE)) {
         homa_msg m;
-        int rc = homa_recv(s, HOMA_RECV_REQUEST, 0, HOMA_FOREVER, &m);
+        int rc = homa_recv(s, HOMA_RECV_REQUEST, 0, 20 * (int64_t)MS, &m);
         if (rc == HOMA_ERR_SHUTDOWN) break;
         if (rc != 0) continue;
         homa_reply_msg(s, &m, m.data, m.length);
@@ -143,8 +147,10 @@ static void run(uint64_t blackout_ns, uint64_t run_ns, struct result *res)
     homa_counters ec;
     homa_runtime_counters(crt, &ec, &res->drv);
     res->stalled = ec.stalled_ns;
-    homa_socket_close(ss);
+    __atomic_store_n(&server_stop, 1, __ATOMIC_RELEASE);
     pthread_join(th, NULL);
+    __atomic_store_n(&server_stop, 0, __ATOMIC_RELEASE);
+    homa_socket_close(ss);
     homa_socket_close(cs);
     homa_runtime_destroy(crt);
     homa_runtime_destroy(srt);
