@@ -219,6 +219,15 @@ HOMA_API void homa_engine_pull_done(homa_engine *eng);
  * way it is counted.  The engine does not keep a pointer to pkt. */
 HOMA_API int homa_engine_input(homa_engine *eng, uint64_t now, const homa_addr *src,
                                const uint8_t *pkt, size_t len);
+/* As homa_engine_input, for a packet that reached this host at `arrived`
+ * (<= now; e.g. the socket's receive timestamp) and waited in a queue until
+ * now.  A RESEND that arrived before the data it asks for was sent was
+ * written before its sender could have seen that data: only data sent
+ * before it arrived is retransmitted (else BUSY).  The timers do not count
+ * how long packets wait in the receive path as silence of the peers.
+ * arrived 0 or above now = now. */
+HOMA_API int homa_engine_input_at(homa_engine *eng, uint64_t now, uint64_t arrived,
+                                  const homa_addr *src, const uint8_t *pkt, size_t len);
 
 /* The unscheduled priority cutoffs this engine, as a receiver, currently
  * tells its senders to use (fixed, or computed from the lengths it receives
@@ -322,6 +331,10 @@ HOMA_API const char *homa_drop_reason_name(int reason);
     X(bytes_out, "payload bytes sent (including retransmissions)")                                 \
     X(retransmit_pkts, "DATA packets sent because of a RESEND")                                    \
     X(retransmit_bytes, "payload bytes sent because of a RESEND")                                  \
+    X(resend_bytes_asked, "bytes our RESENDs asked for")                                           \
+    X(resend_answered, "RESENDs received that queued a retransmission")                            \
+    X(resend_stale, "RESENDs answered BUSY: what they ask for was sent after they arrived")        \
+    X(dup_bytes_in, "payload bytes received that had already arrived")                             \
     X(granted_bytes, "bytes granted by this host")                                                 \
     X(fifo_grants, "grants given to the oldest message (anti-starvation)")                         \
     X(fifo_skipped, "FIFO grant turns skipped: oldest's last one still on its way")                \
@@ -338,6 +351,8 @@ HOMA_API const char *homa_drop_reason_name(int reason);
     X(peer_failures, "times a silent peer made all its RPCs fail")                                 \
     X(prods_deferred, "BUSY/NEED_ACK/RESEND prods put off: per-peer limit per tick")               \
     X(timer_stalls, "timer runs a tick late or more (local stall, not counted as silence)")        \
+    X(input_stalls, "timer runs while received packets waited a tick or more to be read")          \
+    X(stalled_ns, "ns of timer lateness forgiven as local stalls (timeouts stretch by as much)")   \
     X(acks_piggybacked, "acks carried in DATA packets")                                            \
     X(pacer_stalls, "pulls that held data back for the pacer")                                     \
     X(cutoff_updates, "times the adaptive unscheduled cutoffs changed")                            \

@@ -259,6 +259,8 @@ HOMA_API const homa_config *homa_runtime_config(const homa_runtime *rt);
     X(fault_dups, "packets duplicated by fault injection")                                         \
     X(fault_reorders, "packets reordered by fault injection")                                      \
     X(fault_delays, "packets delayed by fault injection")                                          \
+    X(fault_drop_bytes, "DATA payload bytes dropped by fault injection")                           \
+    X(rx_overflows, "datagrams the kernel dropped: receive buffer full")                           \
     X(pcap_records, "packets written to the pcap file")                                           \
     X(icmp_unreach, "ICMP unreachable reports that failed a peer's RPCs at once")
 

@@ -153,10 +153,17 @@ struct homa_peer *homa_peer_get(struct homa_engine *eng, const homa_addr *addr, 
 void homa_peer_heard(struct homa_peer *peer, uint16_t port, uint64_t now)
 {
     peer->last_heard = now;
+    /* Packets come in runs from one port: try the last one found first. */
+    uint32_t h = peer->port_hint;
+    if (h < peer->num_ports && peer->ports[h].port == port) {
+        peer->ports[h].last_heard = now;
+        return;
+    }
     uint32_t oldest = 0;
     for (uint32_t i = 0; i < peer->num_ports; i++) {
         if (peer->ports[i].port == port) {
             peer->ports[i].last_heard = now;
+            peer->port_hint = i;
             return;
         }
         if (peer->ports[i].last_heard < peer->ports[oldest].last_heard) oldest = i;
@@ -176,10 +183,13 @@ void homa_peer_heard(struct homa_peer *peer, uint16_t port, uint64_t now)
     if (i >= peer->cap_ports) return; /* no memory at all: peer-wide liveness only */
     peer->ports[i].port = port;
     peer->ports[i].last_heard = now;
+    peer->port_hint = i;
 }
 
 uint64_t homa_peer_port_heard(const struct homa_peer *peer, uint16_t port)
 {
+    uint32_t h = peer->port_hint;
+    if (h < peer->num_ports && peer->ports[h].port == port) return peer->ports[h].last_heard;
     for (uint32_t i = 0; i < peer->num_ports; i++)
         if (peer->ports[i].port == port) return peer->ports[i].last_heard;
     return 0;
@@ -1035,7 +1045,20 @@ void homa_engine_timer(homa_engine *eng, uint64_t now)
     if (eng->next_tick != 0 && now - eng->next_tick > eng->cfg.tick_ns) {
         late = now - eng->next_tick - eng->cfg.tick_ns;
         eng->ctr.timer_stalls++;
+        eng->ctr.stalled_ns += late;
     }
+    /* How long packets now wait in our receive path (socket, kernel
+     * backlog) before we read them: the longest wait since the last run,
+     * or the previous estimate decaying at half speed.  A peer's answer
+     * may be that long on its way to us after it reached this host, so
+     * the timers count silence and intervals without it. */
+    uint64_t elapsed = eng->next_tick != 0 ? now - (eng->next_tick - eng->cfg.tick_ns) : 0;
+    uint64_t decayed = eng->lag > elapsed / 2 ? eng->lag - elapsed / 2 : 0;
+    eng->lag = eng->in_lag > decayed ? eng->in_lag : decayed;
+    eng->in_lag = 0;
+    uint64_t lag_max = (uint64_t)eng->cfg.timeout_ticks * eng->cfg.tick_ns / 4;
+    if (eng->lag > lag_max) eng->lag = lag_max;
+    if (eng->lag >= eng->cfg.tick_ns) eng->ctr.input_stalls++;
     eng->next_tick = now + eng->cfg.tick_ns;
     eng->ticks++;
     if (late) {

@@ -137,6 +137,7 @@ static void send_resend(struct homa_engine *eng, struct homa_rpc *rpc, uint32_t 
     pkt.u.resend.priority = prio;
     rpc->last_told = eng->now;
     rpc->asked = true;
+    eng->ctr.resend_bytes_asked += length;
     homa_ctl_queue(eng, rpc, &rpc->peer->addr, rpc->port ? rpc->port->num : 0, rpc->peer_port,
                    &pkt);
 }
@@ -176,6 +177,7 @@ static void client_restart(struct homa_engine *eng, struct homa_rpc *rpc)
     m->next_xmit = 0;
     m->granted = m->unsched;
     m->num_rtx = 0;
+    homa_out_forget(m);
     m->empty_pending = (m->length == 0);
     /* The restarted request is sent afresh under the peer's current cutoffs
      * (its DATA carries their version), so its priority must follow them. */
@@ -303,6 +305,7 @@ static int data_accept(struct homa_engine *eng, uint64_t now, const homa_addr *s
     uint32_t after = homa_in_outstanding(m);
     eng->ctr.incoming_bytes -= before - after;
     eng->ctr.bytes_in += added;
+    eng->ctr.dup_bytes_in += pkt->u.data.payload_len - added;
     if (added > 0) {
         rpc->in_progress = now;
         rpc->asks = 0;
@@ -342,7 +345,12 @@ static int handle_data(struct homa_engine *eng, uint64_t now, const homa_addr *s
 {
     int reason;
     struct homa_rpc *rpc = data_target(eng, src, pkt, false, &reason);
-    if (!rpc) return drop(eng, reason);
+    if (!rpc) {
+        /* Data for a message that is already complete was resent in vain. */
+        if (reason == HOMA_DROP_DUPLICATE || reason == HOMA_DROP_COMPLETED)
+            eng->ctr.dup_bytes_in += pkt->u.data.payload_len;
+        return drop(eng, reason);
+    }
     /* Bytes a driver is receiving in place right now count as arrived: a
      * copy of them must not be written under the driver's feet. */
     if (eng->placing && rpc == eng->place_rpc &&
@@ -464,7 +472,18 @@ static int handle_resend(struct homa_engine *eng, uint64_t now, struct homa_rpc 
     }
     uint32_t sent_end = end < m->next_xmit ? (uint32_t)end : m->next_xmit;
     if (start < sent_end) {
-        homa_out_add_rtx(eng, rpc, (uint32_t)start, sent_end, pkt->u.resend.priority);
+        /* The peer wrote this RESEND before it could have seen what left
+         * after it reached us: that is on its way, not lost. */
+        if (homa_out_resend(eng, rpc, (uint32_t)start, sent_end, pkt->u.resend.priority,
+                            eng->arrived) > 0) {
+            eng->ctr.resend_answered++;
+        } else {
+            /* It asked whether we have the RPC: yes, and what it wants is
+             * on its way.  BUSY says so (keeps it from asking again soon). */
+            eng->ctr.resend_stale++;
+            send_simple(eng, HOMA_PKT_BUSY, rpc->id, &rpc->peer->addr, rpc->port->num,
+                        rpc->peer_port);
+        }
     } else {
         /* Not sent yet: we are deliberately sending something shorter. */
         homa_out_update(eng, rpc);
@@ -534,8 +553,16 @@ static void handle_need_ack(struct homa_engine *eng, uint64_t now, const homa_ad
 int homa_engine_input(homa_engine *eng, uint64_t now, const homa_addr *src, const uint8_t *buf,
                       size_t len)
 {
+    return homa_engine_input_at(eng, now, now, src, buf, len);
+}
+
+int homa_engine_input_at(homa_engine *eng, uint64_t now, uint64_t arrived, const homa_addr *src,
+                         const uint8_t *buf, size_t len)
+{
     if (!eng || !src || (!buf && len)) return HOMA_DROP_SHORT;
     eng->now = now;
+    eng->arrived = arrived != 0 && arrived < now ? arrived : now;
+    if (now - eng->arrived > eng->in_lag) eng->in_lag = now - eng->arrived;
     struct homa_wire_pkt pkt;
     int werr = homa_wire_decode(buf, len, &pkt);
     if (werr != HOMA_WIRE_OK) return drop(eng, wire_to_drop(werr));
@@ -663,7 +690,7 @@ static void request_missing(struct homa_engine *eng, struct homa_rpc *rpc, uint6
          i++) {
         struct homa_gap *g = &m->gaps[i];
         if (g->start >= m->granted) break;
-        if (!silent && (age == 0 || now - g->at < age)) continue;
+        if (!silent && (age == 0 || homa_less_lag(now - g->at, eng->lag) < age)) continue;
         uint32_t end = g->end < m->granted ? g->end : m->granted;
         send_resend(eng, rpc, g->start, end - g->start, resend_prio(eng, rpc, g->start, silent));
         g->at = now;
@@ -768,8 +795,9 @@ static void send_receiver_busy(struct homa_engine *eng, struct homa_rpc *rpc, ui
 static bool check_rpc(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t now)
 {
     const homa_config *c = &eng->cfg;
-    uint64_t silent = now - rpc->last_heard;
-    uint64_t since_prod = now - rpc->last_prodded;
+    /* What peers sent may wait eng->lag in our receive path: not silence. */
+    uint64_t silent = homa_less_lag(now - rpc->last_heard, eng->lag);
+    uint64_t since_prod = homa_less_lag(now - rpc->last_prodded, eng->lag);
     uint64_t resend_after = (uint64_t)c->resend_ticks * c->tick_ns;
     uint64_t resend_base = (uint64_t)c->resend_interval * c->tick_ns;
     /* Dead: silent for a timeout, and so is the peer's port this RPC talks
@@ -779,7 +807,8 @@ static bool check_rpc(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t no
      * others: its prods and their answers may have been lost, or stretched
      * out behind a long backlog. */
     uint64_t timeout = (uint64_t)c->timeout_ticks * c->tick_ns;
-    uint64_t port_quiet = now - homa_peer_port_heard(rpc->peer, rpc->peer_port);
+    uint64_t port_quiet =
+        homa_less_lag(now - homa_peer_port_heard(rpc->peer, rpc->peer_port), eng->lag);
     bool port_silent = port_quiet >= timeout;
     /* Stretched prods (below) may come less than once a timeout; a port not
      * heard from for a quarter of one gets its prods at the plain interval
@@ -833,14 +862,15 @@ static bool check_rpc(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t no
         return false;
     }
     if (dead) return true;
-    if (m->active && now - rpc->in_progress >= timeout && rpc->asks >= HOMA_ASKS_FATAL)
+    if (m->active && homa_less_lag(now - rpc->in_progress, eng->lag) >= timeout &&
+        rpc->asks >= HOMA_ASKS_FATAL)
         return true; /* asked again and again, nothing new came */
     /* Data still arrives but we grant nothing more: what we granted earlier
      * trickles in, queued in the network behind higher priorities.  The
      * sender has sent all of it and hears nothing from us, so tell it we
      * are alive before it times us out. */
     if (m->active && silent < resend_after &&
-        now - rpc->last_told >= prod_interval(eng, rpc, resend_base) &&
+        homa_less_lag(now - rpc->last_told, eng->lag) >= prod_interval(eng, rpc, resend_base) &&
         take_budget(eng, rpc->peer, false))
         send_receiver_busy(eng, rpc, now);
     /* Holes that persist while other data keeps flowing are asked for

@@ -103,6 +103,20 @@ struct homa_rtx {
     uint8_t prio;
 };
 
+/* When a message's bytes left (first transmissions and retransmissions), so
+ * that a RESEND that arrived before some of them were sent does not have
+ * them sent again: its sender wrote it before it could have seen them. */
+#define HOMA_XMIT_MARKS 4
+struct homa_xmit_mark {
+    uint32_t off; /* first transmission: bytes >= off left at or after at */
+    uint64_t at;
+};
+#define HOMA_RTX_SENT 4
+struct homa_rtx_sent {
+    uint32_t start, end; /* retransmitted at `at` (the latest of the run) */
+    uint64_t at;
+};
+
 struct homa_msgout {
     uint8_t *buf;
     uint32_t length;
@@ -115,6 +129,9 @@ struct homa_msgout {
     bool empty_pending; /* a 0-byte message still owes its one packet */
     uint8_t num_rtx;
     struct homa_rtx rtx[HOMA_MAX_RTX];
+    uint8_t num_marks, num_rsent; /* rings, oldest first */
+    struct homa_xmit_mark marks[HOMA_XMIT_MARKS];
+    struct homa_rtx_sent rsent[HOMA_RTX_SENT];
 };
 
 /* ---- RPCs ---- */
@@ -211,6 +228,7 @@ struct homa_peer {
     uint64_t last_heard;          /* last packet from it that found one of our RPCs */
     struct homa_peer_port *ports; /* liveness per remote port, unordered */
     uint32_t num_ports, cap_ports;
+    uint32_t port_hint; /* index of the port last heard from (checked first) */
     uint64_t prod_tick;    /* timer tick of prods_left and resends_left */
     uint32_t prods_left;   /* liveness prods it may still be sent this tick */
     uint32_t resends_left; /* RESENDs for unconfirmed requests left this tick */
@@ -271,8 +289,11 @@ struct homa_engine {
 
     uint64_t next_client_id;
     uint64_t next_tick;
-    uint64_t ticks; /* timer runs so far */
-    uint64_t now;   /* latest time seen */
+    uint64_t ticks;   /* timer runs so far */
+    uint64_t now;     /* latest time seen */
+    uint64_t arrived; /* when the packet being handled reached this host */
+    uint64_t in_lag;  /* longest wait of a packet read since the last timer run */
+    uint64_t lag;     /* estimated wait of packets in our receive path (timer) */
 
     /* hash tables */
     struct homa_rpc **client_tab;
@@ -381,6 +402,13 @@ bool homa_out_done(const struct homa_msgout *m);
 uint8_t homa_unsched_prio(const struct homa_engine *eng, const uint32_t *cutoffs, uint32_t length);
 void homa_out_add_rtx(struct homa_engine *eng, struct homa_rpc *rpc, uint32_t start, uint32_t end,
                       uint8_t prio);
+/* Queues for retransmission the part of [start, end) that had left before
+ * `arrived` (when the RESEND asking for it reached us) and was not
+ * retransmitted since; returns the bytes queued. */
+uint32_t homa_out_resend(struct homa_engine *eng, struct homa_rpc *rpc, uint32_t start,
+                         uint32_t end, uint8_t prio, uint64_t arrived);
+/* Forgets the transmission history (the message starts over). */
+void homa_out_forget(struct homa_msgout *m);
 
 /* grant.c */
 void homa_grant_add(struct homa_engine *eng, struct homa_rpc *rpc);
@@ -402,6 +430,12 @@ uint8_t homa_cutoffs_max_sched(const uint32_t *cutoffs, uint32_t num_priorities)
 /* late: how much later than a tick after the previous run this one is (a
  * local stall, not counted as silence). */
 void homa_timer_run(struct homa_engine *eng, uint64_t now, uint64_t late);
+
+/* An interval d less the receive-path wait `lag` (not below 0). */
+static inline uint64_t homa_less_lag(uint64_t d, uint64_t lag)
+{
+    return d > lag ? d - lag : 0;
+}
 
 static inline void homa_gauge_max(uint64_t *peak, uint64_t v)
 {

@@ -126,6 +126,93 @@ void homa_out_add_rtx(struct homa_engine *eng, struct homa_rpc *rpc, uint32_t st
     homa_out_update(eng, rpc);
 }
 
+/* Transmissions closer together than this share one mark (a RESEND that
+ * arrives within one is treated as arriving after it: resent if asked). */
+static uint64_t mark_gran(const struct homa_engine *eng)
+{
+    return eng->cfg.tick_ns / 2;
+}
+
+void homa_out_forget(struct homa_msgout *m)
+{
+    m->num_marks = 0;
+    m->num_rsent = 0;
+}
+
+static void note_first_xmit(struct homa_engine *eng, struct homa_msgout *m, uint32_t start)
+{
+    uint64_t now = eng->now;
+    if (m->num_marks > 0 && now - m->marks[m->num_marks - 1].at < mark_gran(eng)) return;
+    if (m->num_marks == HOMA_XMIT_MARKS) {
+        memmove(&m->marks[0], &m->marks[1], (HOMA_XMIT_MARKS - 1) * sizeof(m->marks[0]));
+        m->num_marks--;
+    }
+    m->marks[m->num_marks].off = start;
+    m->marks[m->num_marks].at = now;
+    m->num_marks++;
+}
+
+static void note_rtx(struct homa_engine *eng, struct homa_msgout *m, uint32_t start, uint32_t end)
+{
+    uint64_t now = eng->now;
+    if (m->num_rsent > 0) {
+        struct homa_rtx_sent *r = &m->rsent[m->num_rsent - 1];
+        if (r->end == start && now - r->at < mark_gran(eng)) {
+            r->end = end;
+            r->at = now;
+            return;
+        }
+    }
+    if (m->num_rsent == HOMA_RTX_SENT) {
+        memmove(&m->rsent[0], &m->rsent[1], (HOMA_RTX_SENT - 1) * sizeof(m->rsent[0]));
+        m->num_rsent--;
+    }
+    m->rsent[m->num_rsent].start = start;
+    m->rsent[m->num_rsent].end = end;
+    m->rsent[m->num_rsent].at = now;
+    m->num_rsent++;
+}
+
+/* The end of the bytes whose first transmission may have been at or
+ * before `arrived` (a tie counts as before).  Where the marks cannot tell (a mark spans the moment,
+ * or the history is gone), the bytes count as sent before: the cost of a wrong guess is a
+ * retransmission too many, not a stall. */
+static uint32_t sent_before(const struct homa_msgout *m, uint64_t arrived)
+{
+    if (m->num_marks == 0) return m->next_xmit;
+    if (arrived < m->marks[0].at) return m->marks[0].off;
+    uint32_t k = m->num_marks - 1;
+    while (m->marks[k].at > arrived)
+        k--;
+    return k == (uint32_t)m->num_marks - 1 ? m->next_xmit : m->marks[k + 1].off;
+}
+
+/* Queues [start, end) less the ranges retransmitted after `arrived`
+ * (rsent[from..]); returns the bytes queued. */
+static uint32_t resend_unless_fresh(struct homa_engine *eng, struct homa_rpc *rpc, uint32_t start,
+                                    uint32_t end, uint8_t prio, uint64_t arrived, uint32_t from)
+{
+    const struct homa_msgout *m = &rpc->out;
+    if (start >= end) return 0;
+    for (uint32_t i = from; i < m->num_rsent; i++) {
+        const struct homa_rtx_sent *r = &m->rsent[i];
+        if (r->at <= arrived || r->end <= start || r->start >= end) continue;
+        uint32_t rs = r->start, re = r->end;
+        return resend_unless_fresh(eng, rpc, start, rs > start ? rs : start, prio, arrived, i + 1) +
+               resend_unless_fresh(eng, rpc, re < end ? re : end, end, prio, arrived, i + 1);
+    }
+    homa_out_add_rtx(eng, rpc, start, end, prio);
+    return end - start;
+}
+
+uint32_t homa_out_resend(struct homa_engine *eng, struct homa_rpc *rpc, uint32_t start,
+                         uint32_t end, uint8_t prio, uint64_t arrived)
+{
+    uint32_t b = sent_before(&rpc->out, arrived);
+    if (end > b) end = b;
+    return resend_unless_fresh(eng, rpc, start, end, prio, arrived, 0);
+}
+
 /* What a packet costs on the link: the IP/UDP headers and framing count as
  * much as the payload (a 1,500-byte MTU adds 6 % to small packets). */
 static uint32_t wire_bytes(const struct homa_engine *eng, uint32_t hdr, uint32_t payload)
@@ -182,6 +269,7 @@ static void build_data(struct homa_engine *eng, struct homa_rpc *rpc, homa_pkt_o
         end = r->end - r->start > seg ? start + seg : r->end;
         prio = r->prio;
         rtx = true;
+        note_rtx(eng, m, start, end);
         r->start = end;
         if (r->start >= r->end) {
             memmove(&m->rtx[0], &m->rtx[1], (m->num_rtx - 1) * sizeof(m->rtx[0]));
@@ -192,6 +280,7 @@ static void build_data(struct homa_engine *eng, struct homa_rpc *rpc, homa_pkt_o
         uint32_t limit = m->granted < m->length ? m->granted : m->length;
         end = limit - start > seg ? start + seg : limit;
         prio = start < m->unsched ? m->unsched_prio : m->sched_prio;
+        note_first_xmit(eng, m, start);
         m->next_xmit = end;
     }
 

@@ -37,6 +37,7 @@ typedef struct homa_io_rx {
     uint8_t unreach;
     uint32_t len;        /* Homa packet length */
     const uint8_t *data; /* Homa packet bytes */
+    uint64_t arrived;    /* when it reached the host (monotonic ns); 0 = unknown */
 } homa_io_rx;
 
 #define HOMA_IO_PLACED_HDR 56 /* the DATA header */

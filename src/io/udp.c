@@ -41,7 +41,7 @@
 #define GSO_MAX_SEGS 64     /* the kernel's oldest UDP_MAX_SEGMENTS */
 #define GSO_MAX_BYTES 65000 /* one GSO send is one (large) UDP datagram */
 #define TX_IOV_CAP (TX_BATCH * GSO_MAX_SEGS * 2)
-#define CTRL_SIZE 128
+#define CTRL_SIZE 192
 _Static_assert(HOMA_IO_PLACED_HDR == HOMA_DATA_HDR_LEN, "placed packets carry the DATA header");
 /* Direct receive: a DATA payload at least this long is worth a header peek
  * (one more system call) to have the kernel write it straight into the
@@ -129,6 +129,12 @@ struct homa_io_sock {
     int direct;      /* peek at each datagram first (large DATA seen lately) */
     int direct_idle; /* datagrams in a row not placed while direct */
     uint8_t rx_hdr[HOMA_DATA_HDR_LEN]; /* header of the placed packet */
+    /* Receive timestamps: CLOCK_REALTIME minus CLOCK_MONOTONIC, sampled at
+     * each refill, and the monotonic arrival of the datagram being split
+     * (0 = unknown). */
+    int64_t rx_clock_off;
+    uint64_t rx_arrived;
+    uint32_t rx_ovfl; /* the kernel's running count of receive-buffer drops */
 };
 
 static int probe_opt(int level, int opt, int val)
@@ -244,6 +250,12 @@ static int udp_open(const homa_endpoint *local, const homa_io_opts *opts, homa_i
      * listens on fail at once instead of at the timeout. */
     setsockopt(s->fd, IPPROTO_IP, IP_RECVERR, &on, sizeof(on));
     setsockopt(s->fd, IPPROTO_IPV6, IPV6_RECVERR, &on, sizeof(on));
+    /* When each datagram reached the socket: a RESEND that waited in the
+     * queue while we sent what it asks for is not answered again (see
+     * homa_engine_input_at).  And the kernel's count of datagrams dropped
+     * for a full receive buffer, losses that fault injection did not make. */
+    setsockopt(s->fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof(on));
+    setsockopt(s->fd, SOL_SOCKET, SO_RXQ_OVFL, &on, sizeof(on));
     unsigned flags = opts ? opts->flags : 0;
     if (!(flags & HOMA_IO_NO_GRO))
         s->gro = setsockopt(s->fd, SOL_UDP, UDP_GRO, &on, sizeof(on)) == 0;
@@ -574,6 +586,7 @@ static int udp_send(homa_io_sock *s, uint64_t now, const homa_pkt_out *pkts, int
         }
         if (act == HOMA_FAULT_DROP) {
             CTR_ADD(s, fault_drops, 1);
+            if (p->type == HOMA_PKT_DATA) CTR_ADD(s, fault_drop_bytes, p->payload_len);
             continue;
         }
         if ((act == HOMA_FAULT_DELAY || act == HOMA_FAULT_REORDER) && s->tx_held_n < HOLD_MAX) {
@@ -630,7 +643,7 @@ static int is_garbage(const uint8_t *d, size_t len)
 }
 
 static void rx_push(homa_io_sock *s, const homa_addr *src, uint16_t sport, uint8_t tos,
-                    const uint8_t *d, uint32_t len)
+                    const uint8_t *d, uint32_t len, uint64_t arrived)
 {
     if (s->rx_out_n >= RX_OUT_CAP) {
         CTR_ADD(s, garbage_in, 1); /* cannot happen with Linux's GRO limits */
@@ -644,13 +657,14 @@ static void rx_push(homa_io_sock *s, const homa_addr *src, uint16_t sport, uint8
     r->unreach = 0;
     r->len = len;
     r->data = d;
+    r->arrived = arrived;
 }
 
 static void rx_push_held(homa_io_sock *s, struct held *h)
 {
     h->next = s->rx_done;
     s->rx_done = h;
-    rx_push(s, &h->addr, h->port, h->tos, h->data, h->len);
+    rx_push(s, &h->addr, h->port, h->tos, h->data, h->len, 0); /* arrives now */
 }
 
 static void rx_release(homa_io_sock *s, uint64_t now, int after_pass)
@@ -687,6 +701,7 @@ static void rx_segment(homa_io_sock *s, uint64_t now, const homa_addr *src, uint
     int act = homa_fault_decide(&s->rxf, now, d, len, &hold, &wait);
     if (act == HOMA_FAULT_DROP) {
         CTR_ADD(s, fault_drops, 1);
+        if (d[11] == HOMA_PKT_DATA) CTR_ADD(s, fault_drop_bytes, len - HOMA_DATA_HDR_LEN);
         return;
     }
     if ((act == HOMA_FAULT_DELAY || act == HOMA_FAULT_REORDER) && s->rx_held_n < HOLD_MAX) {
@@ -703,12 +718,38 @@ static void rx_segment(homa_io_sock *s, uint64_t now, const homa_addr *src, uint
             return;
         }
     }
-    rx_push(s, src, sport, tos, d, len);
+    rx_push(s, src, sport, tos, d, len, s->rx_arrived);
     if (act == HOMA_FAULT_DUP) {
         CTR_ADD(s, fault_dups, 1);
-        rx_push(s, src, sport, tos, d, len);
+        rx_push(s, src, sport, tos, d, len, s->rx_arrived);
     }
     if (s->rx_held != NULL) rx_release(s, now, 1);
+}
+
+static int64_t ts_ns(const struct timespec *t)
+{
+    return (int64_t)t->tv_sec * 1000000000ll + t->tv_nsec;
+}
+
+/* CLOCK_REALTIME (the kernel's receive timestamps) minus CLOCK_MONOTONIC
+ * (ours), from the tightest of a few samples: a preemption between the
+ * reads would skew every timestamp of the batch. */
+static int64_t clock_offset(void)
+{
+    int64_t best = 0, best_gap = INT64_MAX;
+    for (int i = 0; i < 3; i++) {
+        struct timespec m1, r, m2;
+        clock_gettime(CLOCK_MONOTONIC, &m1);
+        clock_gettime(CLOCK_REALTIME, &r);
+        clock_gettime(CLOCK_MONOTONIC, &m2);
+        int64_t gap = ts_ns(&m2) - ts_ns(&m1);
+        if (gap < best_gap) {
+            best_gap = gap;
+            best = ts_ns(&r) - (ts_ns(&m1) + gap / 2);
+        }
+        if (gap < 2000) break;
+    }
+    return best;
 }
 
 /* Reads the control messages of a received datagram. */
@@ -717,8 +758,19 @@ static void rx_cmsgs(homa_io_sock *s, struct msghdr *mh, int *gro, uint8_t *tos,
     *gro = 0;
     *tos = 0;
     *dst = s->local.addr;
+    s->rx_arrived = 0;
     for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c != NULL; c = CMSG_NXTHDR(mh, c)) {
-        if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+            struct timespec ts;
+            memcpy(&ts, CMSG_DATA(c), sizeof(ts));
+            s->rx_arrived = (uint64_t)(ts_ns(&ts) - s->rx_clock_off);
+        } else if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_RXQ_OVFL) {
+            uint32_t n;
+            memcpy(&n, CMSG_DATA(c), sizeof(n));
+            /* a running count: what it grew by since the last datagram */
+            if (n != s->rx_ovfl) CTR_ADD(s, rx_overflows, n - s->rx_ovfl);
+            s->rx_ovfl = n;
+        } else if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
             memcpy(gro, CMSG_DATA(c), sizeof(*gro));
         } else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) {
             *tos = *(const uint8_t *)CMSG_DATA(c);
@@ -754,6 +806,9 @@ static void rx_datagram(homa_io_sock *s, uint64_t now, struct msghdr *mh,
     uint8_t tos;
     homa_addr dst;
     rx_cmsgs(s, mh, &gro, &tos, &dst);
+    /* A clock step between the two clocks' samples: no timestamp. */
+    if (s->rx_arrived > now + 1000000000ull || s->rx_arrived + 10000000000ull < now)
+        s->rx_arrived = 0;
     homa_addr src;
     memcpy(src.bytes, &sa->sin6_addr, 16);
     uint16_t sport = ntohs(sa->sin6_port);
@@ -846,6 +901,7 @@ static void rx_direct(homa_io_sock *s, uint64_t now)
                 o->tos = tos;
                 o->placed = 1;
                 o->unreach = 0;
+                o->arrived = 0;
                 o->len = (uint32_t)got;
                 o->data = s->rx_hdr;
                 s->direct_idle = 0;
@@ -896,6 +952,7 @@ static void rx_errqueue(homa_io_sock *s)
 
 static void rx_refill(homa_io_sock *s, uint64_t now)
 {
+    s->rx_clock_off = clock_offset();
     free_list(s->rx_done);
     s->rx_done = NULL;
     s->rx_out_n = 0;

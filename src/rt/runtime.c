@@ -52,6 +52,12 @@
 #define RX_BYTES_BUDGET (1u << 20) /* bytes per socket per poll pass */
 #define RX_TX_BYTES (128u << 10)   /* bytes read in place before transmitting */
 #define MAX_EVENTS 16
+#ifndef TIMER_DEFER_TICKS
+/* Engine timers wait at most this long for the input to be read; the
+ * engine forgives lateness beyond one tick, so a longer wait would stretch
+ * every timeout while the input is never quite drained. */
+#define TIMER_DEFER_TICKS 1u
+#endif
 #define IDLE_AFTER_NS 1000000000ull /* background thread stops ticking after 1 s idle */
 #define SPIN_PREEMPTED_NS 200000ull /* a spin iteration this long was preempted */
 
@@ -127,6 +133,8 @@ struct homa_runtime {
     int tx_busy;
     int tx_wanted; /* the engine called want_tx since the last pull */
     int tx_more;   /* a transmission stopped at its budget with packets left */
+    /* When a poll pass last left every socket empty. */
+    uint64_t last_drain;
     homa_pkt_out tx_pkts[TX_PULL];
 
     /* Close / destroy wait here for the token holder and transmitter. */
@@ -403,10 +411,34 @@ static void tx_if_wanted(homa_runtime *rt)
     }
 }
 
+/* True if the engine timers, due since `due`, wait for the input: nobody
+ * has read every socket empty since they fell due, so packets may be
+ * waiting there (a loaded host: the poller is behind or preempted). */
+static int timers_wait(homa_runtime *rt, uint64_t due, uint64_t now)
+{
+    return due <= now && !rt->poller_sleeping && rt->last_drain < due &&
+           now - due < TIMER_DEFER_TICKS * rt->cfg.tick_ns;
+}
+
+/* When the engine timers are to run next (later than due while they wait
+ * for the input: a sleeper must not spin on a deadline already past). */
+static uint64_t timer_deadline(homa_runtime *rt)
+{
+    uint64_t due = homa_engine_next_deadline(rt->eng);
+    uint64_t now = now_ns();
+    return timers_wait(rt, due, now) ? due + TIMER_DEFER_TICKS * rt->cfg.tick_ns : due;
+}
+
 /* Runs due engine timers and due fault-injection releases. */
 static void run_timers(homa_runtime *rt, uint64_t now)
 {
-    if (homa_engine_next_deadline(rt->eng) <= now) {
+    uint64_t due = homa_engine_next_deadline(rt->eng);
+    if (timers_wait(rt, due, now)) {
+        /* An RPC that looks silent may have its answer among the unread
+         * packets: the timers wait for the input (one tick at most).
+         * Transmission goes on. */
+        tx_run(rt, TX_POLL_BUDGET);
+    } else if (due <= now) {
         homa_engine_timer(rt->eng, now);
         tx_run(rt, TX_POLL_BUDGET);
     } else if (driver_deadline(rt) <= now || (rt->tx_more && !rt->tx_busy)) {
@@ -447,6 +479,7 @@ static void poll_snapshot(homa_runtime *rt)
 static int poll_pass(homa_runtime *rt)
 {
     int total = 0;
+    int backlog = 0;
     poll_snapshot(rt);
     int n_socks = rt->poll_n;
     for (int k = 0; k < n_socks; k++) {
@@ -469,7 +502,7 @@ static int poll_pass(homa_runtime *rt)
                     if (!rt->no_unreach)
                         homa_engine_peer_unreachable(rt->eng, now, &p->src, p->sport);
                 } else if (!p->placed) {
-                    homa_engine_input(rt->eng, now, &p->src, p->data, p->len);
+                    homa_engine_input_at(rt->eng, now, p->arrived, &p->src, p->data, p->len);
                 } else if (p->len > 0) {
                     homa_engine_place_end(rt->eng, now, p->data, HOMA_IO_PLACED_HDR, p->len);
                     placed = 1;
@@ -487,8 +520,10 @@ static int poll_pass(homa_runtime *rt)
             if (n < RX_CHUNK && !placed) break;
         }
         if (untx > 0) tx_run(rt, TX_POLL_BUDGET);
+        if (got >= RX_BUDGET || bytes >= RX_BYTES_BUDGET) backlog = 1;
         total += got;
     }
+    if (!backlog) rt->last_drain = now_ns();
     /* Packets left by a transmission that reached its budget count as
      * work: the caller must not go to sleep on them. */
     if (rt->tx_more && !rt->tx_busy) {
@@ -647,7 +682,7 @@ static void bg_poll(homa_runtime *rt)
         if (rt->nexported == 0 && rt->last_app_poll + rt->grace_ns > now)
             return; /* an application thread polled recently: let it */
         if (n > 0) continue;
-        uint64_t until = min_u64(homa_engine_next_deadline(rt->eng), driver_deadline(rt));
+        uint64_t until = min_u64(timer_deadline(rt), driver_deadline(rt));
         poll_sleep(rt, until);
         if (rt->stop || rt->token_waiters > 0) return;
     }
@@ -677,7 +712,7 @@ static void *bg_main(void *arg)
             pass_token(rt);
             continue;
         }
-        uint64_t wake = min_u64(homa_engine_next_deadline(rt->eng), driver_deadline(rt));
+        uint64_t wake = min_u64(timer_deadline(rt), driver_deadline(rt));
         /* While the application is active, look every tick whether it has
          * stopped polling; after a second of idleness sleep until the
          * engine needs us (homa_recv's exit signals us then). */

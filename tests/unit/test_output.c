@@ -292,6 +292,163 @@ static void homa_engine_pull_done__defers_frees(void **state)
     homa_engine_destroy(e);
 }
 
+#define MS 1000000ull
+
+/* A RESEND from the peer for [offset, offset+len) of client RPC id, read at
+ * now after it reached the host at arrived. */
+static void resend_at(homa_engine *e, uint64_t now, uint64_t arrived, uint64_t id, uint32_t offset,
+                      uint32_t len)
+{
+    struct homa_wire_pkt p;
+    memset(&p, 0, sizeof(p));
+    p.type = HOMA_PKT_RESEND;
+    p.sport = 80;
+    p.dport = PORT;
+    p.sender_id = id ^ 1;
+    p.u.resend.offset = offset;
+    p.u.resend.length = len;
+    p.u.resend.priority = 7;
+    uint8_t buf[HOMA_MAX_HDR_LEN];
+    size_t hl = homa_wire_encode(&p, buf);
+    assert_int_equal(homa_engine_input_at(e, now, arrived, &peer, buf, hl), 0);
+}
+
+/* Pulls everything; returns the count, *rtx the retransmitted DATA packets
+ * and *busy the BUSY packets among them. */
+static int pull_all(homa_engine *e, uint64_t now, int *rtx, int *busy)
+{
+    homa_pkt_out out[64];
+    int n = homa_engine_pull(e, now, out, 64);
+    *rtx = *busy = 0;
+    for (int i = 0; i < n; i++) {
+        struct homa_wire_pkt p;
+        decode(&out[i], &p);
+        if (p.type == HOMA_PKT_DATA && p.u.data.retransmit) (*rtx)++;
+        if (p.type == HOMA_PKT_BUSY) (*busy)++;
+    }
+    if (n > 0) homa_engine_pull_done(e);
+    return n;
+}
+
+/* A RESEND that reached us before the data it asks for left was written
+ * before its sender could have seen that data (loopback under load: it
+ * waited in our socket while we sent the response).  That data is on its
+ * way, not lost: no retransmission, a BUSY instead.  Once the RESEND
+ * arrived after the data left, it is answered. */
+static void homa_engine_input_at__resend_older_than_data_not_answered(void **state)
+{
+    (void)state;
+    homa_engine *e = make(NULL);
+    uint64_t a = send(e, MS, 3000);
+    int rtx, busy;
+    assert_int_equal(pull_all(e, MS, &rtx, &busy), 3);
+    resend_at(e, 3 * MS, MS / 2, a, 0, 1400);
+    assert_int_equal(pull_all(e, 3 * MS, &rtx, &busy), 1);
+    assert_int_equal(rtx, 0);
+    assert_int_equal(busy, 1);
+    homa_counters c;
+    homa_engine_counters(e, &c);
+    assert_int_equal(c.resend_stale, 1);
+    assert_int_equal(c.retransmit_bytes, 0);
+    resend_at(e, 4 * MS, 2 * MS, a, 0, 1400);
+    assert_int_equal(pull_all(e, 4 * MS, &rtx, &busy), 1);
+    assert_int_equal(rtx, 1);
+    homa_engine_counters(e, &c);
+    assert_int_equal(c.retransmit_bytes, 1400);
+    assert_int_equal(c.resend_answered, 1);
+    homa_engine_destroy(e);
+}
+
+/* Two RESENDs for one range: the second arrived before the answer to the
+ * first left, so it is a copy of the same question (not a new loss) and
+ * gets no second retransmission; one that arrives after the answer left is
+ * answered again.  A RESEND overlapping the fresh retransmission gets only
+ * the part not just resent. */
+static void homa_engine_input_at__resend_not_repeated_for_fresh_retransmission(void **state)
+{
+    (void)state;
+    homa_engine *e = make(NULL);
+    uint64_t a = send(e, MS, 3000);
+    int rtx, busy;
+    assert_int_equal(pull_all(e, MS, &rtx, &busy), 3);
+    resend_at(e, 10 * MS, 9 * MS, a, 0, 1400);
+    assert_int_equal(pull_all(e, 10 * MS, &rtx, &busy), 1);
+    assert_int_equal(rtx, 1);
+    resend_at(e, 12 * MS, 9 * MS + MS / 2, a, 0, 1400);
+    assert_int_equal(pull_all(e, 12 * MS, &rtx, &busy), 1);
+    assert_int_equal(rtx, 0);
+    assert_int_equal(busy, 1);
+    resend_at(e, 13 * MS, 9 * MS + MS / 2, a, 0, 2800); /* [1400, 2800) is not fresh */
+    homa_pkt_out out[64];
+    assert_int_equal(homa_engine_pull(e, 13 * MS, out, 64), 1);
+    struct homa_wire_pkt p;
+    decode(&out[0], &p);
+    assert_int_equal(p.u.data.offset, 1400);
+    assert_int_equal(out[0].payload_len, 1400);
+    homa_engine_pull_done(e);
+    resend_at(e, 20 * MS, 19 * MS, a, 0, 1400);
+    assert_int_equal(pull_all(e, 20 * MS, &rtx, &busy), 1);
+    assert_int_equal(rtx, 1);
+    homa_engine_destroy(e);
+}
+
+/* Runs the timer at t and returns the RESENDs it sent. */
+static int resends_at(homa_engine *e, uint64_t t)
+{
+    int n = 0;
+    homa_engine_timer(e, t);
+    homa_pkt_out out[64];
+    int k = homa_engine_pull(e, t, out, 64);
+    for (int i = 0; i < k; i++)
+        if (out[i].type == HOMA_PKT_RESEND) n++;
+    if (k > 0) homa_engine_pull_done(e);
+    return n;
+}
+
+/* Packets that waited 4 ms in our receive path before we read them say our
+ * input is 4 ms behind: an answer to an RPC may be waiting there too, so
+ * 4 ms of its silence are not the peer's.  The same RPC without that lag
+ * asks after resend_ticks (5 ms); with it, once the lag has stopped
+ * growing and begun to decay (9 ms). */
+static void homa_engine_timer__receive_lag_is_not_silence(void **state)
+{
+    (void)state;
+    homa_engine *plain = make(NULL), *lagged = make(NULL);
+    homa_engine *both[2] = {plain, lagged};
+    for (int i = 0; i < 2; i++) {
+        send(both[i], 0, 100);
+        int rtx, busy;
+        assert_int_equal(pull_all(both[i], 0, &rtx, &busy), 1);
+        homa_engine_timer(both[i], 0);
+    }
+    struct homa_wire_pkt f;
+    memset(&f, 0, sizeof(f));
+    f.type = HOMA_PKT_FREEZE;
+    f.sport = 80;
+    f.dport = PORT;
+    f.sender_id = 12345;
+    uint8_t buf[HOMA_MAX_HDR_LEN];
+    size_t hl = homa_wire_encode(&f, buf);
+    /* First RESEND of each engine (ms); packets read from 5 to 8 ms had
+     * waited 4 ms. */
+    uint64_t first[2] = {0, 0};
+    for (uint64_t t = 1; t <= 30; t++) {
+        if (t >= 5 && t <= 8) homa_engine_input_at(lagged, t * MS, (t - 4) * MS, &peer, buf, hl);
+        for (int i = 0; i < 2; i++)
+            if (resends_at(both[i], t * MS) > 0 && first[i] == 0) first[i] = t;
+    }
+    print_message("first RESEND: plain %lu ms, lagged %lu ms\n", (unsigned long)first[0],
+                  (unsigned long)first[1]);
+    assert_int_equal(first[0], 5); /* resend_ticks */
+    /* 5 ms of silence less the 4 ms lag only at 9 ms (lag decayed to 3.5) */
+    assert_int_equal(first[1], 9);
+    homa_counters c;
+    homa_engine_counters(lagged, &c);
+    assert_true(c.input_stalls > 0);
+    homa_engine_destroy(plain);
+    homa_engine_destroy(lagged);
+}
+
 int main(void)
 {
     for (size_t i = 0; i < sizeof(big); i++) big[i] = (uint8_t)i;
@@ -305,6 +462,9 @@ int main(void)
         cmocka_unit_test(homa_engine_pull__pacer_counts_link_overhead),
         cmocka_unit_test(homa_engine_pull__zero_length_message),
         cmocka_unit_test(homa_engine_pull_done__defers_frees),
+        cmocka_unit_test(homa_engine_input_at__resend_older_than_data_not_answered),
+        cmocka_unit_test(homa_engine_input_at__resend_not_repeated_for_fresh_retransmission),
+        cmocka_unit_test(homa_engine_timer__receive_lag_is_not_silence),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
