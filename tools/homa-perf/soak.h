@@ -30,6 +30,7 @@
 #define SOAK_MAX_INFLIGHT 4096
 #define SOAK_DEFAULT_MAX_SIZE 10000000u
 #define SOAK_SPEC_LEN 256
+#define SOAK_TIMEOUT_TICKS 1000 /* default RPC timeout: 1 s at the 1 ms tick */
 
 /* Request header (little-endian), at the start of every request. */
 #define SOAK_REQ_MAGIC 0x4b414f53u /* "SOAK" */

@@ -272,6 +272,11 @@ int soak_runtime_options(const soak_opts *o, homa_runtime_options *ro, char *err
 {
     homa_runtime_options_default(ro);
     ro->busy_poll_us = (uint32_t)o->busy_poll_us;
+    /* Many processes share few cores here: one can be descheduled for
+     * longer than the default 100 ms timeout, which then fails RPCs that
+     * are fine.  The soak is about correctness, so its default is 1 s
+     * (--homa-config timeout_ticks=N overrides). */
+    ro->config.timeout_ticks = SOAK_TIMEOUT_TICKS;
     if (o->homa_config && cluster_homa_apply(o->homa_config, &ro->config, err, errlen) < 0)
         return -1;
     if (o->max_size > ro->config.max_message_length) ro->config.max_message_length = o->max_size;
