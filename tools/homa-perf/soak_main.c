@@ -57,6 +57,7 @@ typedef struct pstat {
     uint64_t dups, vlines, requests, server_bad, reply_errors;
     int max_in_flight;
     double max_ms;
+    double stall_ms; /* longest scheduling gap of any worker */
     int first_error;
     int server_restarts;
     double seconds;
@@ -238,6 +239,8 @@ static void handle_line(soak *s, worker *w, const char *line)
             st->reply_errors += kv(line, "reply_errors");
         }
         st->retx += kv(line, "retx_bytes");
+        double stall = kvd(line, "stall_ms");
+        if (stall > st->stall_ms) st->stall_ms = stall;
         if (p > w->reported) w->reported = p;
         break;
     }
@@ -253,6 +256,10 @@ static void handle_line(soak *s, worker *w, const char *line)
         break;
     case 'E':
         fail(s, "worker error: %s", line + 2, 0);
+        break;
+    case 'T':
+        if (s->notes++ < MAX_NOTES)
+            fprintf(stderr, "homa-perf soak: phase %d: %s\n", s->cur, line + 2);
         break;
     case 'X':
         w->done = 1;
@@ -398,8 +405,9 @@ static int tolerated(const soak *s, int p)
 
 static void print_header(const soak *s)
 {
-    printf("%-5s %-17s %8s %7s %5s %4s %5s %9s %6s  %s\n", "phase", "name", "RPCs", "failed",
-           "dups", "bad", "hangs", "retx_MB", "max_ms", "RSS MB / fds per process (c.. | s..)");
+    printf("%-5s %-17s %8s %7s %5s %4s %5s %9s %6s %6s  %s\n", "phase", "name", "RPCs", "failed",
+           "dups", "bad", "hangs", "retx_MB", "max_ms", "stall",
+           "RSS MB / fds per process (c.. | s..)");
     (void)s;
 }
 
@@ -413,10 +421,10 @@ static void print_row(soak *s, int p)
     else
         snprintf(failed, sizeof(failed), "%llu%s", (unsigned long long)nf,
                  st->other_errors + st->send_errors ? "!" : (tolerated(s, p) ? "t" : "T"));
-    printf("%-5d %-17s %8llu %7s %5llu %4llu %5llu %9.1f %6.0f ", p, s->ph[p].name,
+    printf("%-5d %-17s %8llu %7s %5llu %4llu %5llu %9.1f %6.0f %6.0f ", p, s->ph[p].name,
            (unsigned long long)st->rpcs, failed, (unsigned long long)st->dups,
            (unsigned long long)(st->vlines), (unsigned long long)st->hangs, (double)st->retx / 1e6,
-           st->max_ms);
+           st->max_ms, st->stall_ms);
     for (int pass = 0; pass < 2; pass++) {
         int role = pass == 0 ? SOAK_ROLE_CLIENT : SOAK_ROLE_SERVER;
         if (pass == 1) printf(" |");
@@ -533,6 +541,7 @@ static void json_out(soak *s, int nph_done, double secs, const pstat *tot)
         json_u64(&j, "retransmitted_bytes", st->retx);
         json_u64(&j, "client_restarts", st->restarts);
         json_num(&j, "max_ms", st->max_ms);
+        json_num(&j, "max_stall_ms", st->stall_ms);
         json_arr_begin(&j, "rss_kb");
         for (int i = 0; i < s->nw; i++)
             json_u64(&j, NULL, st->rss_kb[i]);
@@ -752,8 +761,11 @@ int soak_main(int argc, char **argv)
         tot.server_restarts += st->server_restarts;
         if (st->max_in_flight > tot.max_in_flight) tot.max_in_flight = st->max_in_flight;
         if (st->timeouts > 0 && !tolerated(s, q)) {
-            snprintf(msg, sizeof(msg), "phase %d (%s): %llu RPCs failed (%s)", q, s->ph[q].name,
-                     (unsigned long long)st->timeouts, homa_strerror(st->first_error));
+            snprintf(msg, sizeof(msg),
+                     "phase %d (%s): %llu RPCs failed (%s; longest stall of a process in the "
+                     "phase: %.0f ms)",
+                     q, s->ph[q].name, (unsigned long long)st->timeouts,
+                     homa_strerror(st->first_error), st->stall_ms);
             fail(s, "%s", msg, 0);
         }
         if (st->other_errors + st->send_errors > 0) {

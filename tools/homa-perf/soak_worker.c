@@ -34,6 +34,27 @@ static void dump_counters(homa_runtime *rt, const char *who, int index)
     fprintf(stderr, "\n");
 }
 
+/* Scheduling stalls of this worker: how much longer than 50 ms (the
+ * longest it waits on purpose) the longest gap between two turns of its
+ * main loop was.  A stall near the RPC timeout means the process was
+ * descheduled (a loaded host), not that the protocol stalled. */
+#define STALL_ALLOWANCE_NS 50000000ull
+static uint64_t stall_last, stall_max;
+
+static void stall_tick(uint64_t now)
+{
+    if (stall_last != 0 && now - stall_last > STALL_ALLOWANCE_NS + stall_max)
+        stall_max = now - stall_last - STALL_ALLOWANCE_NS;
+    stall_last = now;
+}
+
+static double stall_take_ms(void)
+{
+    double ms = (double)stall_max / 1e6;
+    stall_max = 0;
+    return ms;
+}
+
 static pthread_mutex_t rep_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* One report line to the orchestrator (a single write: atomic below
@@ -290,12 +311,12 @@ static void server_report(server *sv, homa_runtime *rt, int phase, phase_base *b
     uint64_t bad = __atomic_load_n(&sv->bad, __ATOMIC_RELAXED);
     uint64_t rerr = __atomic_load_n(&sv->reply_errors, __ATOMIC_RELAXED);
     report("R %d requests=%llu dups=%llu bad=%llu reply_errors=%llu retx_bytes=%llu "
-           "server_timeouts=%llu live=%llu",
+           "server_timeouts=%llu live=%llu stall_ms=%.1f",
            phase, (unsigned long long)(req - b->requests), (unsigned long long)(dups - b->dups),
            (unsigned long long)(bad - b->bad), (unsigned long long)(rerr - b->reply_errors),
            (unsigned long long)(ec.retransmit_bytes - b->ec.retransmit_bytes),
            (unsigned long long)(ec.server_timeouts - b->ec.server_timeouts),
-           (unsigned long long)ec.rpcs_live);
+           (unsigned long long)ec.rpcs_live, stall_take_ms());
     b->requests = req;
     b->dups = dups;
     b->bad = bad;
@@ -348,7 +369,8 @@ int soak_server_main(const soak_opts *o)
     linebuf lb = {.n = 0};
     int status = 0;
     for (;;) {
-        int r = ctl_fill(&lb, 1000);
+        int r = ctl_fill(&lb, 40);
+        stall_tick(mono_ns());
         if (r < 0) {
             status = 1; /* the orchestrator is gone */
             break;
@@ -410,13 +432,14 @@ static void client_report(int phase, client_ctr *c, homa_runtime *rt, homa_count
     homa_runtime_counters(rt, &ec, NULL);
     report("R %d rpcs=%llu timeouts=%llu other_errors=%llu bad=%llu hangs=%llu bytes=%llu "
            "send_errors=%llu max_ms=%.1f max_in_flight=%d retx_bytes=%llu restarts=%llu "
-           "first_error=%d",
+           "first_error=%d stall_ms=%.1f",
            phase, (unsigned long long)c->rpcs, (unsigned long long)c->timeouts,
            (unsigned long long)c->other_errors, (unsigned long long)c->bad,
            (unsigned long long)c->hangs, (unsigned long long)c->bytes,
            (unsigned long long)c->send_errors, (double)c->max_lat_ns / 1e6, c->max_per_server,
            (unsigned long long)(ec.retransmit_bytes - prev->retransmit_bytes),
-           (unsigned long long)(ec.client_restarts - prev->client_restarts), c->first_error);
+           (unsigned long long)(ec.client_restarts - prev->client_restarts), c->first_error,
+           stall_take_ms());
     *prev = ec;
     memset(c, 0, sizeof(*c));
 }
@@ -521,6 +544,7 @@ int soak_client_main(const soak_opts *o)
         }
         if (phase < 0) continue;
         uint64_t now = mono_ns();
+        stall_tick(now);
         /* Issue requests up to the window (and the rate cap). */
         while (!quitting && nfree > 0 && (ns_per_byte == 0 || now >= next_send)) {
             int si = free_slots[--nfree];
@@ -617,9 +641,10 @@ int soak_client_main(const soak_opts *o)
                 else
                     ctr.other_errors++;
                 if (!ctr.first_error) ctr.first_error = rc;
-                if (o->verbose)
-                    fprintf(stderr, "soak client %d: seq %llu to server %d failed: %s\n", o->index,
-                            (unsigned long long)s->seq, s->server, homa_strerror(rc));
+                report("T client %d: seq %llu to server %d (request %u B, response %u B) failed "
+                       "after %.2f s: %s",
+                       o->index, (unsigned long long)s->seq, s->server, s->req_len, s->resp_len,
+                       (double)(t - s->start_ns) / 1e9, homa_strerror(rc));
             }
             per_server[s->server]--;
             s->busy = 0;
