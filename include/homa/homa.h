@@ -274,6 +274,14 @@ typedef struct homa_driver_counters {
  * sockets the runtime ever had.  Either pointer may be NULL. */
 HOMA_API void homa_runtime_counters(homa_runtime *rt, homa_counters *engine,
                                     homa_driver_counters *driver);
+/* Replaces the runtime's injected faults from now on, on every socket it
+ * has and will open (NULL or an all-zero spec = no faults); blackout
+ * windows count from this call.  Packets already held back (delay,
+ * reorder) still leave when due.  Thread-safe; for tests that change the
+ * network's behaviour while RPCs are in flight (homa-perf soak).  Returns
+ * 0, HOMA_ERR_INVAL (inconsistent spec) or HOMA_ERR_STATE (the driver
+ * cannot change faults). */
+HOMA_API int homa_runtime_set_faults(homa_runtime *rt, const homa_faults *faults);
 /* The unscheduled priority cutoffs the runtime currently announces to the
  * hosts that send to it (homa_cutoffs in homa/engine.h: for each priority
  * level the longest message whose unscheduled bytes use it, and the

@@ -340,12 +340,29 @@ static uint32_t tomb_bucket(const struct homa_engine *eng, uint64_t id, const ho
 
 bool homa_tomb_find(struct homa_engine *eng, uint64_t id, const homa_addr *addr, uint16_t port)
 {
+    uint64_t last = 0;
+    bool hit = false;
     for (int32_t i = eng->tomb_buckets[tomb_bucket(eng, id, addr, port)]; i >= 0;
          i = eng->tombs[i].hnext) {
         struct homa_tomb *t = &eng->tombs[i];
-        if (t->id == id && t->port == port && addr_eq(&t->addr, addr)) return true;
+        if (t->id == id && t->port == port && addr_eq(&t->addr, addr)) {
+            hit = true;
+            if (t->expires > last) last = t->expires;
+        }
     }
-    return false;
+    /* A client still asking about the RPC is alive (it survived the
+     * silence that made us give up, e.g. descheduled, and restarts the
+     * request after each RPC_UNKNOWN until it fails): the tombstone must
+     * outlive its asking, or the request would run twice.  So a hit past
+     * half its life adds a fresh one (the ring stays ordered by expiry;
+     * the old entry expires on its own). */
+    if (hit) {
+        uint32_t ticks =
+            eng->cfg.tombstone_ticks ? eng->cfg.tombstone_ticks : 2 * eng->cfg.timeout_ticks;
+        uint64_t life = (uint64_t)ticks * eng->cfg.tick_ns;
+        if (last < eng->now + life / 2) homa_tomb_add(eng, id, addr, port);
+    }
+    return hit;
 }
 
 static void tomb_pop_oldest(struct homa_engine *eng)

@@ -594,7 +594,9 @@ int homa_engine_input_at(homa_engine *eng, uint64_t now, uint64_t arrived, const
         if (rpc) {
             ret = handle_resend(eng, now, rpc, &pkt);
         } else if (homa_port_find(eng, pkt.dport)) {
-            /* We have no such RPC: say so, so the peer can restart or clean up. */
+            /* We have no such RPC: say so, so the peer can restart or clean up.
+             * (A client asking about one we gave up on renews its tombstone.) */
+            if (local & 1) homa_tomb_find(eng, local, src, pkt.sport);
             send_simple(eng, HOMA_PKT_RPC_UNKNOWN, local, src, pkt.dport, pkt.sport);
             ret = drop(eng, HOMA_DROP_NO_RPC);
         } else {

@@ -386,6 +386,8 @@ void homa_free_outbuf(struct homa_engine *eng, uint8_t *buf, uint32_t cap);
 uint8_t *homa_buf_get(struct homa_engine *eng, uint32_t len);
 /* Frees buf (malloc()ed, at least cap bytes) or keeps it for reuse. */
 void homa_buf_put(struct homa_engine *eng, uint8_t *buf, uint32_t cap);
+/* True if a tombstone for the server RPC exists; a hit renews it (the
+ * client is still alive), see engine.c. */
 bool homa_tomb_find(struct homa_engine *eng, uint64_t id, const homa_addr *addr, uint16_t port);
 void homa_tomb_add(struct homa_engine *eng, uint64_t id, const homa_addr *addr, uint16_t port);
 void homa_peer_queue_ack(struct homa_engine *eng, struct homa_peer *peer, uint64_t client_id,

@@ -92,6 +92,11 @@ typedef struct homa_io_ops {
     uint64_t (*next_deadline)(const homa_io_sock *s);
     /* Adds this socket's counters to *sum. */
     void (*counters)(const homa_io_sock *s, homa_driver_counters *sum);
+    /* Replaces the injected faults (NULL = none) from now on; blackout
+     * windows count from `now`.  May be called from any thread at any time:
+     * the sender and the receiver take the change at their next call.
+     * Optional (NULL: the driver cannot change faults once open). */
+    void (*set_faults)(homa_io_sock *s, const homa_faults *f, uint64_t now);
 } homa_io_ops;
 
 /* The UDP driver (dual-stack AF_INET6 socket, sendmmsg/recvmmsg, GSO/GRO,

@@ -135,6 +135,17 @@ struct homa_io_sock {
     int64_t rx_clock_off;
     uint64_t rx_arrived;
     uint32_t rx_ovfl; /* the kernel's running count of receive-buffer drops */
+
+    /* Live fault changes (set_faults): the new spec waits here and the
+     * sender and the receiver each pick it up at their next call, so
+     * neither injector is touched by another thread. */
+    pthread_mutex_t fault_lock;
+    homa_faults fault_next;
+    uint64_t fault_origin; /* blackouts count from the change */
+    unsigned fault_gen;    /* bumped per change (atomic) */
+    unsigned tx_fault_gen, rx_fault_gen;
+    uint64_t fault_salt;
+    homa_io_place_fn place_opt; /* direct receive as opened (before rx faults) */
 };
 
 static int probe_opt(int level, int opt, int val)
@@ -277,9 +288,12 @@ static int udp_open(const homa_endpoint *local, const homa_io_opts *opts, homa_i
     homa_fault_init(&s->rxf, f, HOMA_FAULT_RX, salt, opened);
     /* Fault injection on receive holds and duplicates packets in driver
      * memory, which a payload already in the message cannot take part in. */
-    if (opts && opts->place && !s->rxf.active) {
-        s->place = opts->place;
+    s->fault_salt = salt;
+    pthread_mutex_init(&s->fault_lock, NULL);
+    if (opts && opts->place) {
+        s->place_opt = opts->place;
         s->place_ctx = opts->place_ctx;
+        if (!s->rxf.active) s->place = opts->place;
     }
 
     for (int i = 0; i < RX_BATCH; i++) {
@@ -295,6 +309,37 @@ io_err:
     free(s->rx_out);
     free(s);
     return HOMA_ERR_IO;
+}
+
+/* Takes the pending fault spec into one direction's injector.  Called by
+ * the sender or the receiver itself (they own txf / rxf). */
+static void fault_pickup(homa_io_sock *s, unsigned dir, unsigned gen)
+{
+    pthread_mutex_lock(&s->fault_lock);
+    homa_fault_state *st = dir == HOMA_FAULT_TX ? &s->txf : &s->rxf;
+    homa_fault_init(st, &s->fault_next, dir, s->fault_salt, s->fault_origin);
+    pthread_mutex_unlock(&s->fault_lock);
+    if (dir == HOMA_FAULT_TX) {
+        s->tx_fault_gen = gen;
+    } else {
+        s->rx_fault_gen = gen;
+        /* Receive faults copy packets aside, which a payload already
+         * written into its message cannot take part in. */
+        s->place = s->rxf.active ? NULL : s->place_opt;
+        if (s->place == NULL) s->direct = 0;
+    }
+}
+
+static void udp_set_faults(homa_io_sock *s, const homa_faults *f, uint64_t now)
+{
+    pthread_mutex_lock(&s->fault_lock);
+    if (f != NULL)
+        s->fault_next = *f;
+    else
+        memset(&s->fault_next, 0, sizeof(s->fault_next));
+    s->fault_origin = now;
+    __atomic_fetch_add(&s->fault_gen, 1u, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&s->fault_lock);
 }
 
 static void free_list(struct held *h)
@@ -316,6 +361,7 @@ static void udp_close(homa_io_sock *s)
     free_list(s->rx_done);
     free(s->rx_buf);
     free(s->rx_out);
+    pthread_mutex_destroy(&s->fault_lock);
     free(s);
 }
 
@@ -562,6 +608,8 @@ static void tx_release(homa_io_sock *s, uint64_t now, int after_pass)
 
 static int udp_send(homa_io_sock *s, uint64_t now, const homa_pkt_out *pkts, int n)
 {
+    unsigned gen = __atomic_load_n(&s->fault_gen, __ATOMIC_ACQUIRE);
+    if (gen != s->tx_fault_gen) fault_pickup(s, HOMA_FAULT_TX, gen);
     for (int i = 0; i < n; i++) {
         const homa_pkt_out *p = &pkts[i];
         uint8_t tos = (uint8_t)((p->priority & 7) << 5);
@@ -953,6 +1001,8 @@ static void rx_errqueue(homa_io_sock *s)
 static void rx_refill(homa_io_sock *s, uint64_t now)
 {
     s->rx_clock_off = clock_offset();
+    unsigned gen = __atomic_load_n(&s->fault_gen, __ATOMIC_ACQUIRE);
+    if (gen != s->rx_fault_gen) fault_pickup(s, HOMA_FAULT_RX, gen);
     free_list(s->rx_done);
     s->rx_done = NULL;
     s->rx_out_n = 0;
@@ -1011,4 +1061,5 @@ const homa_io_ops homa_udp_ops = {
     .recv = udp_recv,
     .next_deadline = udp_next_deadline,
     .counters = udp_counters,
+    .set_faults = udp_set_faults,
 };

@@ -1075,6 +1075,39 @@ void homa_runtime_counters(homa_runtime *rt, homa_counters *engine, homa_driver_
     pthread_mutex_unlock(&rt->lock);
 }
 
+int homa_runtime_set_faults(homa_runtime *rt, const homa_faults *faults)
+{
+    if (rt == NULL) return HOMA_ERR_INVAL;
+    homa_faults none;
+    memset(&none, 0, sizeof(none));
+    none.delay_us = 1000;
+    const homa_faults *f = faults != NULL ? faults : &none;
+    /* The checks homa_faults_parse() makes, for structs filled by hand. */
+    double sum = f->drop + f->dup + f->reorder + f->delay;
+    if (!(f->drop >= 0 && f->dup >= 0 && f->reorder >= 0 && f->delay >= 0) || sum > 1.0 + 1e-9 ||
+        f->jitter_us > f->delay_us || f->reorder_depth > 1000 ||
+        (f->blackout_every_ns != 0 && f->blackout_every_ns <= f->blackout_ns))
+        return HOMA_ERR_INVAL;
+    for (int c = 0; c < HOMA_FAULT_CLASS_COUNT; c++)
+        if (!(f->drop_class[c] >= 0 && f->drop_class[c] <= 1)) return HOMA_ERR_INVAL;
+    if (rt->io->set_faults == NULL) return HOMA_ERR_STATE;
+    pthread_mutex_lock(&rt->lock);
+    rt->faults = *f;
+    /* Once faults were on, packets may still be held back: keep looking
+     * for them (driver_deadline, tx_flush_held) even if the new spec has
+     * none. */
+    if (!homa_faults_none(f)) rt->io_opts.faults = &rt->faults;
+    uint64_t now = now_ns();
+    for (homa_socket *s = rt->socks; s != NULL; s = s->next)
+        rt->io->set_faults(s->io, f, now);
+    /* Held packets and blackouts change the driver's deadlines. */
+    rt->bg_armed = 0;
+    pthread_cond_signal(&rt->bg_cond);
+    if (rt->poller_sleeping) wake_poller(rt);
+    pthread_mutex_unlock(&rt->lock);
+    return 0;
+}
+
 void homa_runtime_cutoffs(homa_runtime *rt, homa_cutoffs *out)
 {
     if (rt->dc != NULL) {
@@ -1142,6 +1175,9 @@ int homa_socket_bind(homa_runtime *rt, const homa_endpoint *local, homa_socket *
     pthread_mutex_lock(&rt->lock);
     homa_io_opts io_opts = rt->io_opts;
     io_opts.fault_salt = rt->sockets_opened++;
+    /* A copy: homa_runtime_set_faults() may change rt->faults meanwhile. */
+    homa_faults faults = rt->faults;
+    if (io_opts.faults != NULL) io_opts.faults = &faults;
     pthread_mutex_unlock(&rt->lock);
     int rc = rt->io->open(local, &io_opts, &s->io);
     if (rc != 0) {

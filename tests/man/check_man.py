@@ -44,7 +44,7 @@ TOOL_SOURCES = {
 }
 # Each tool's help screens: argument lists that print one.
 TOOL_HELPS = {
-    "homa-perf": [["--help"], ["cluster", "--help"]],
+    "homa-perf": [["--help"], ["cluster", "--help"], ["soak", "--help"]],
     "homa-sim": [["--help"]],
     "homa-coll-bench": [["--help"]],
     "homa-cluster": [["--help"]],

@@ -771,6 +771,63 @@ static void homa_engine_timer__server_timeout_leaves_tombstone(void **state)
     pair_destroy(&p);
 }
 
+/* The same, with a client that keeps restarting the request for longer
+ * than a tombstone lives (a client descheduled past the server's timeout
+ * forgives its own stall and carries on; each RPC_UNKNOWN restarts the
+ * request): while the client keeps coming back the tombstone must stay,
+ * or the request runs a second time once it expires (seen in homa-perf
+ * soak on a loaded host). */
+static void homa_engine_input__restarted_request_keeps_tombstone(void **state)
+{
+    (void)state;
+    struct pair p;
+    struct capture cap;
+    setup_capturing_pair(&p, &cap);
+    uint64_t id;
+    assert_int_equal(
+        homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, "abc", 3, 0, &id), 0);
+    pair_settle(&p);
+    homa_msg m;
+    assert_int_equal(homa_engine_recv(p.e[1], SPORT, HOMA_RECV_REQUEST, 0, &m), 0);
+    static uint8_t big[200000];
+    p.filter = drop_all_from;
+    p.filter_arg = &client_side;
+    assert_int_equal(
+        homa_engine_send_reply(p.e[1], p.now, SPORT, &m.peer, m.peer_port, m.id, big, sizeof(big)),
+        0);
+    homa_engine_release(p.e[1], &m);
+    pair_step(&p, 1);
+    for (int t = 0; t < 102; t++) {
+        p.now += MS;
+        homa_engine_timer(p.e[1], p.now);
+        pair_step(&p, 1);
+    }
+    homa_counters c;
+    homa_engine_counters(p.e[1], &c);
+    assert_int_equal(c.server_timeouts, 1);
+    assert_true(cap.len > 0);
+    /* The request again every 10 ms for 4 tombstone lifetimes (2 x 100
+     * ticks each). */
+    for (int t = 0; t < 800; t++) {
+        p.now += MS;
+        homa_engine_timer(p.e[1], p.now);
+        pair_step(&p, 1);
+        if (t % 10 == 0) homa_engine_input(p.e[1], p.now, &p.addr[0], cap.data, cap.len);
+        assert_int_equal(homa_engine_recv(p.e[1], SPORT, HOMA_RECV_REQUEST, 0, &m), HOMA_ERR_AGAIN);
+    }
+    homa_engine_counters(p.e[1], &c);
+    assert_int_equal(c.server_requests, 1);
+    assert_int_equal(c.drop_completed, 80);
+    /* Once the client has stopped for a tombstone's life, it is forgotten. */
+    for (int t = 0; t < 202; t++) {
+        p.now += MS;
+        homa_engine_timer(p.e[1], p.now);
+    }
+    homa_engine_counters(p.e[1], &c);
+    assert_int_equal(c.tombstones, 0);
+    pair_destroy(&p);
+}
+
 static void homa_engine_abort__frees_and_server_cleans_up(void **state)
 {
     (void)state;
@@ -1420,6 +1477,7 @@ int main(void)
         cmocka_unit_test(homa_engine_timer__prods_bounded_with_backlog),
         cmocka_unit_test(homa_engine_timer__silent_resend_at_top_priority),
         cmocka_unit_test(homa_engine_timer__server_timeout_leaves_tombstone),
+        cmocka_unit_test(homa_engine_input__restarted_request_keeps_tombstone),
         cmocka_unit_test(homa_engine_timer__trickle_keeps_sender_alive),
         cmocka_unit_test(homa_engine_input__duplicate_request_after_ack_not_redelivered),
         cmocka_unit_test(homa_engine_input__rpc_unknown_restarts_request),

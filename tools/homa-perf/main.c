@@ -14,6 +14,7 @@
 #include <homa/homa.h>
 #include "json.h"
 #include "pattern.h"
+#include "soak.h"
 #include "wlgen.h"
 
 static const char usage_text[] =
@@ -28,6 +29,9 @@ static const char usage_text[] =
     "  homa-perf cluster [--workload wN] [--load F] [--hosts N] [--seconds S] [--json OUT]\n"
     "                    [--plot OUT.png]   Homa vs TCP on an emulated cluster (root;\n"
     "                    homa-perf cluster --help)\n"
+    "  homa-perf soak    [--minutes M] [--clients N] [--servers N] [--faults SPEC] ...\n"
+    "                    several client and server processes under a changing fault\n"
+    "                    schedule, every byte verified (homa-perf soak --help)\n"
     "\n"
     "Servers echo every request: the response has the request's length and bytes.\n"
     "\n"
@@ -624,6 +628,8 @@ int main(int argc, char **argv)
     if (strcmp(argv[1], "selftest") == 0) return selftest();
     if (strcmp(argv[1], "cluster") == 0) return cluster_main(argc, argv);
     if (strcmp(argv[1], "cluster-agent") == 0) return cluster_agent_main(argc, argv);
+    if (strcmp(argv[1], "soak") == 0) return soak_main(argc, argv);
+    if (strcmp(argv[1], "soak-worker") == 0) return soak_worker_main(argc, argv);
     cli c;
     int rc = parse_args(argc, argv, &c);
     if (rc) return rc;
