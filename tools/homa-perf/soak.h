@@ -75,7 +75,7 @@ typedef struct soak_phase {
     char client_spec[SOAK_SPEC_LEN]; /* "" = none */
     char server_spec[SOAK_SPEC_LEN];
     int restart;    /* SIGKILL a server and restart it on its port mid-phase */
-    int disruptive; /* failures (timeouts only) allowed here and in the next phase */
+    int disruptive; /* failures (timeout, unreachable) allowed here and in the next phase */
 } soak_phase;
 
 /* Builds the schedule: phase 0 is a clean warm-up, then (no fixed spec) a

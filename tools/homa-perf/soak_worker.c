@@ -636,7 +636,9 @@ int soak_client_main(const soak_opts *o)
                 }
                 homa_release(sock, &m);
             } else {
-                if (rc == HOMA_ERR_TIMEOUT)
+                /* The peer gone: silence, or (a server killed before its
+                 * restart) ICMP port unreachable, which fails at once. */
+                if (rc == HOMA_ERR_TIMEOUT || rc == HOMA_ERR_UNREACHABLE)
                     ctr.timeouts++;
                 else
                     ctr.other_errors++;
