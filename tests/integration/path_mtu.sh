@@ -10,6 +10,7 @@ fi
 A=hx-pmtu-a-$$
 B=hx-pmtu-b-$$
 cleanup() {
+    set +e # a server that already exited must not stop the teardown
     [[ -n ${SPID:-} ]] && kill "$SPID" 2>/dev/null
     ip netns del "$A" 2>/dev/null || true
     ip netns del "$B" 2>/dev/null || true
