@@ -12,7 +12,10 @@
 //                     first N requests are lost: the socket is closed (which
 //                     frees its RPCs) and at once opened again on the port
 //   khoma_peer client --server A:P --lens L1,L2,... [--count N]
-//                     [--inflight K] [--seconds S] [--timeout-ok]
+//                     [--inflight K] [--seconds S] [--timeout-ok] [--stall-s T]
+//                     --stall-s T: when no RPC completes for T seconds, print
+//                     the socket's RPCs (HOMAIOCINFO) and stop with FAIL
+//                     instead of waiting for ever
 //
 //   khoma_peer tcp-server [--port P]
 //   khoma_peer tcp-client --server A:P --lens ... [--count N] [--seconds S]
@@ -34,6 +37,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -58,6 +62,39 @@ static void on_usr1(int sig)
 {
     (void)sig;
     want_info = 1;
+}
+
+static volatile sig_atomic_t alarm_fired;
+static void on_alarm(int sig)
+{
+    (void)sig;
+    alarm_fired = 1;
+}
+
+// Every live RPC of the socket as the module sees it (for a stalled client).
+static void print_rpcs(int fd)
+{
+    static struct homa_rpc_info rpcs[MAX_INFLIGHT];
+    struct homa_info info;
+    memset(&info, 0, sizeof(info));
+    info.rpc_info = (uintptr_t)rpcs;
+    info.rpc_info_length = sizeof(rpcs);
+    if (ioctl(fd, HOMAIOCINFO, &info) < 0) {
+        printf("khoma_peer: HOMAIOCINFO: %s\n", strerror(errno));
+        fflush(stdout);
+        return;
+    }
+    printf("khoma_peer: stalled: %u live RPCs, bpool_avail_bytes %llu\n", info.num_rpcs,
+           (unsigned long long)info.bpool_avail_bytes);
+    for (unsigned i = 0; i < info.num_rpcs && i < MAX_INFLIGHT; i++) {
+        const struct homa_rpc_info *r = &rpcs[i];
+        printf("khoma_peer: rpc id %llu cookie %llu tx len %d sent %u granted %u prio %u"
+               " rx len %d remaining %u gaps %u gap_bytes %u granted %u flags 0x%x\n",
+               (unsigned long long)r->id, (unsigned long long)r->completion_cookie,
+               r->tx_length, r->tx_sent, r->tx_granted, r->tx_prio, r->rx_length,
+               r->rx_remaining, r->rx_gaps, r->rx_gap_bytes, r->rx_granted, r->flags);
+    }
+    fflush(stdout);
 }
 
 static void print_info(int fd)
@@ -213,7 +250,7 @@ struct slot {
 };
 
 static int run_client(const char *server, const uint32_t *lens, int nlens, long count, int inflight,
-                      double seconds, int timeout_ok)
+                      double seconds, int timeout_ok, int stall_s)
 {
     struct sockaddr_in to = {.sin_family = AF_INET};
     char host[64];
@@ -240,7 +277,15 @@ static int run_client(const char *server, const uint32_t *lens, int nlens, long 
     double t0 = now_s();
     long per_len[MAX_LENS] = {0};
     long next = 0; // index of the next request: lens[next % nlens]
-    int outstanding = 0;
+    int outstanding = 0, stalled = 0;
+    double last_done = t0;
+    if (stall_s > 0) {
+        // No SA_RESTART: the alarm interrupts recvmsg once a second.
+        struct sigaction al = {.sa_handler = on_alarm};
+        sigaction(SIGALRM, &al, NULL);
+        struct itimerval it = {{1, 0}, {1, 0}};
+        setitimer(ITIMER_REAL, &it, NULL);
+    }
     for (;;) {
         int more = seconds > 0 ? now_s() - t0 < seconds : next < count * nlens;
         while (more && outstanding < inflight) {
@@ -265,6 +310,18 @@ static int run_client(const char *server, const uint32_t *lens, int nlens, long 
         struct msghdr m = {.msg_control = &ra, .msg_controllen = sizeof(ra)};
         ra.id = 0;
         ssize_t len = recvmsg(fd, &m, 0);
+        if (len < 0 && errno == EINTR) {
+            alarm_fired = 0;
+            if (stall_s > 0 && now_s() - last_done > stall_s) {
+                printf("khoma_peer: no RPC completed for %d s with %d outstanding\n", stall_s,
+                       outstanding);
+                print_rpcs(fd);
+                stalled = 1;
+                break;
+            }
+            continue;
+        }
+        last_done = now_s();
         uint64_t c = ra.completion_cookie;
         if (c < 1 || c > MAX_INFLIGHT || !slots[c - 1].busy) {
             printf("khoma_peer: recvmsg: unknown cookie %llu (%s)\n", (unsigned long long)c,
@@ -292,12 +349,16 @@ static int run_client(const char *server, const uint32_t *lens, int nlens, long 
         for (int i = 0; i < nlens; i++)
             if (lens[i] == sl->len) per_len[i]++;
     }
+    if (stall_s > 0) {
+        struct itimerval off = {{0, 0}, {0, 0}};
+        setitimer(ITIMER_REAL, &off, NULL);
+    }
     double dt = now_s() - t0;
     for (int i = 0; i < nlens; i++)
         printf("khoma_peer: len %u ok %ld\n", lens[i], per_len[i]);
     printf("khoma_peer: %s rpcs=%lu sent=%lu bad=%lu errors=%lu bytes=%llu seconds=%.2f\n",
-           bad || errs || ok != sent ? "FAIL" : "ok", ok, sent, bad, errs, bytes, dt);
-    return bad || errs || ok != sent ? 1 : 0;
+           bad || errs || stalled || ok != sent ? "FAIL" : "ok", ok, sent, bad, errs, bytes, dt);
+    return bad || errs || stalled || ok != sent ? 1 : 0;
 }
 
 static int full_io(int fd, void *buf, size_t n, int wr)
@@ -386,7 +447,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: khoma_peer server|client [options]\n");
         return 2;
     }
-    int port = 4000, inflight = 1, nlens = 0, timeout_ok = 0;
+    int port = 4000, inflight = 1, nlens = 0, timeout_ok = 0, stall_s = 0;
     long resp = -1, count = 1, delay_ms = 0, lose = 0;
     double seconds = 0;
     const char *server = NULL;
@@ -417,6 +478,8 @@ int main(int argc, char **argv)
             inflight = atoi(v);
         else if (!strcmp(a, "--seconds"))
             seconds = atof(v);
+        else if (!strcmp(a, "--stall-s"))
+            stall_s = atoi(v);
         else if (!strcmp(a, "--server"))
             server = v;
         else if (!strcmp(a, "--lens")) {
@@ -445,7 +508,7 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "tcp-client") && server && nlens > 0)
         return run_tcp_client(server, lens, nlens, count, seconds);
     if (!strcmp(argv[1], "client") && server && nlens > 0)
-        return run_client(server, lens, nlens, count, inflight, seconds, timeout_ok);
+        return run_client(server, lens, nlens, count, inflight, seconds, timeout_ok, stall_s);
     fprintf(stderr, "khoma_peer: client needs --server and --lens\n");
     return 2;
 }

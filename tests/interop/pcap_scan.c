@@ -7,6 +7,16 @@
 
 #define IPPROTO_HOMA_NUM 146
 
+static hx_pcap_trace_fn trace_fn;
+static void *trace_arg;
+static double record_ts;
+
+void hx_pcap_set_trace(hx_pcap_trace_fn fn, void *arg)
+{
+    trace_fn = fn;
+    trace_arg = arg;
+}
+
 static uint32_t rd32(const uint8_t *p, int swap)
 {
     uint32_t v;
@@ -115,6 +125,7 @@ static void scan_ip(struct hx_pcap_stats *st, const uint8_t *p, size_t caplen, s
         if (f) f->rejects[r > 0 && r < HX_NREASONS ? r : 0]++;
         return;
     }
+    if (trace_fn) trace_fn(trace_arg, st->records, record_ts, src, dst, v6, tos, &pkt);
     if (!f) return;
     if (pkt.type == HOMA_PKT_CUTOFFS) {
         f->have_cutoffs = 1;
@@ -189,6 +200,7 @@ int hx_pcap_scan(const uint8_t *buf, size_t len, struct hx_pcap_stats *st)
             break;
         }
         st->records++;
+        record_ts = rd32(buf + off - 16, swap) + rd32(buf + off - 12, swap) * 1e-6;
         const uint8_t *p = buf + off;
         off += incl;
         if (incl < linkhdr || orig < linkhdr) {

@@ -47,6 +47,14 @@ struct hx_pcap_stats {
     int nflows;
 };
 
+struct homa_wire_pkt;
+/* Called for every decoded Homa packet when set (hx_pcap_decode --trace):
+ * the record number, its time stamp in seconds, addresses, TOS byte. */
+typedef void (*hx_pcap_trace_fn)(void *arg, uint64_t record, double ts, const uint8_t *src,
+                                 const uint8_t *dst, int v6, uint8_t tos,
+                                 const struct homa_wire_pkt *pkt);
+void hx_pcap_set_trace(hx_pcap_trace_fn fn, void *arg);
+
 /* Scans buf[0..len).  Returns 0, or -1 when the file header is not a pcap
  * header of a supported link type (Ethernet, raw IP, Linux cooked v1). */
 int hx_pcap_scan(const uint8_t *buf, size_t len, struct hx_pcap_stats *st);
