@@ -140,7 +140,7 @@ _hx_vm_boot() {
         cpu=(-accel kvm -cpu host)
     else
         # shellcheck disable=SC2054 # the comma belongs to QEMU's option
-        cpu=(-accel tcg,thread=multi -cpu max)
+        cpu=(-accel tcg,thread=multi -cpu "${HX_TCG_CPU:-max}")
     fi
     ip netns exec "$HX_NS" "$HX_QEMU" "${cpu[@]}" -m "${HX_MEM:-1024}" -smp "${HX_SMP:-1}" \
         -nodefaults -no-user-config -nographic -display none -monitor none -no-reboot \

@@ -31,6 +31,19 @@ check() {
     shift
     if "$@"; then pass "$d"; else fail "$d"; fi
 }
+# check_hard: the same for what a crash of the peer cannot excuse (a wrong
+# byte, a malformed packet); counted in HARD_FAILS too.
+HARD_FAILS=0
+check_hard() {
+    local d=$1
+    shift
+    if "$@"; then
+        pass "$d"
+    else
+        fail "$d"
+        HARD_FAILS=$((HARD_FAILS + 1))
+    fi
+}
 
 # lp NAME ARGS...: runs hx_lpeer in the namespace (foreground), output to
 # $HX_TMP/NAME.log and to stdout; returns its status.
@@ -97,7 +110,7 @@ decode() {
     "$DECODE" "$1" >"$1.txt" 2>&1
     local rc=$?
     sed 's/^/  [decode] /' "$1.txt"
-    check "capture $(basename "$1") decoded by homa_wire_decode with zero rejects" eq "$rc" 0
+    check_hard "capture $(basename "$1") decoded by homa_wire_decode with zero rejects" eq "$rc" 0
 }
 
 LENS=1,1396,1397,1424,1425,100000,1000000
@@ -275,12 +288,18 @@ group_end_of_life() {
         ok_line gone2 hx_lpeer
 }
 
+# The VM's side of a failure: the kernel server's log, the kernel log
+# (oops, OOM) and free memory.
+vm_report() {
+    hx_vm 1 "echo '-- /tmp/ks.log:'; tail -n 20 /tmp/ks.log; echo '-- dmesg:'; dmesg | tail -n 40; echo '-- meminfo:'; head -n 5 /proc/meminfo" 60 |
+        sed 's/^/  [vm] /'
+}
+
 # After a stalled kernel client: the module's log, libhoma's counters so
 # far and every captured packet of the stalled RPCs (HX_KEEP=1 keeps it all).
 stall_report() {
     echo "  stall report:"
-    hx_vm 1 "dmesg | tail -n 30; cat /proc/net/homa_metrics | grep -v ' 0 ' | head -n 80" 60 |
-        sed 's/^/  [vm] /'
+    vm_report
     local ids
     ids=$(awk '$2 == "rpc" && $3 == "id" {printf "%s%s", sep, $4; sep = ","}' "$HX_TMP/kclient.log")
     if [[ -n $ids ]]; then
@@ -289,7 +308,44 @@ stall_report() {
     fi
 }
 
+# The kernel of VM I oopsed or panicked (its console says so).
+vm_crashed() { grep -qE 'Oops|BUG: |Kernel panic' "$HX_TMP/console-$1.log" 2>/dev/null; }
+
+# Under emulation the module itself may crash under this load (a double
+# fault or a NULL dereference in its sendmsg path, seen with one vCPU, also
+# between two kernel VMs and no libhoma at all: group k2k_soak;
+# docs/interop.md).  Such
+# an attempt proves nothing either way: it is reported, its soft checks
+# are discounted, and the soak runs again on a fresh VM, up to
+# HX_SOAK_ATTEMPTS (3) times.  Wrong bytes and malformed packets count in
+# every attempt.
 group_soak() {
+    local attempts=${HX_SOAK_ATTEMPTS:-3} n fails0 hard0 crashes=0
+    for ((n = 1; n <= attempts; n++)); do
+        fails0=$FAILS
+        hard0=$HARD_FAILS
+        echo "  soak attempt $n of at most $attempts"
+        soak_attempt || fail "soak attempt $n could not run to the end"
+        if ! vm_crashed 1; then
+            echo "  soak: attempt $n ran with the kernel up to the end ($crashes earlier attempt(s) ended by a kernel crash)"
+            return 0
+        fi
+        crashes=$((crashes + 1))
+        echo "  soak: the kernel VM crashed during attempt $n; its oops:"
+        grep -m1 -A30 -E 'Oops|BUG: ' "$HX_TMP/console-1.log" | grep -E 'Oops|BUG|RIP: 0010|homa_|Kernel panic' | head -n 12 |
+            sed 's/^/  [vm-console] /'
+        cp "$HX_TMP/console-1.log" "$HX_TMP/console-1.attempt$n.log"
+        FAILS=$((fails0 + HARD_FAILS - hard0))
+        hx_capture_stop
+        hx_vm_stop 1
+    done
+    fail "the kernel VM crashed in all $attempts soak attempts"
+}
+
+soak_attempt() {
+    # Two vCPUs: with one, the module crashed in about a third of the runs
+    # (also kernel to kernel); with two, in none of 12 (docs/interop.md).
+    local HX_SMP=${HX_SOAK_SMP:-2}
     hx_vm_start 1 || return 1
     # One emulated vCPU: the module's busy polling in recvmsg (poll_usecs 50)
     # keeps it from processing packets for long stretches (a soft lockup was
@@ -314,15 +370,16 @@ group_soak() {
     fi
     wait "$cp"
     sed 's/^/  [lcli] /' "$HX_TMP/lcli.log" | grep -v syscalls
-    # Every response verified; under emulation a few RPCs to the kernel may
-    # time out (the module gives up server RPCs it thinks libhoma abandoned,
-    # then answers RPC_UNKNOWN until libhoma stops restarting: see
-    # docs/interop.md); up to 2 % are tolerated unless HX_SOAK_STRICT=1.
+    # Every RPC completes and every response verifies: no tolerance.
     local st
     st=$(sed -nE 's/^hx_lpeer: (ok|FAIL) rpcs=([0-9]+) sent=([0-9]+) bad=([0-9]+) errors=([0-9]+) failed=([0-9]+).*/\2 \3 \4 \5 \6/p' "$HX_TMP/lcli.log")
-    check "libhoma -> kernel: 8 in flight for ${secs} s, every response verified (ok sent bad errors failed: $st)" \
-        awk -v s="$st" -v strict="${HX_SOAK_STRICT:-0}" \
-        'BEGIN {split(s, a, " "); exit !(a[2] > 0 && a[3] == 0 && a[4] == 0 && (strict ? a[5] == 0 : a[5] * 50 <= a[2]))}'
+    check_hard "libhoma -> kernel: no response byte wrong ($st)" \
+        awk -v s="$st" 'BEGIN {split(s, a, " "); exit !(a[3] == 0)}'
+    check "libhoma -> kernel: 8 in flight for ${secs} s, every RPC completed and verified (ok sent bad errors failed: $st)" \
+        awk -v s="$st" 'BEGIN {split(s, a, " "); exit !(a[2] > 0 && a[1] == a[2] && a[3] == 0 && a[4] == 0 && a[5] == 0)}'
+    if [[ $FAILS != 0 && $krc == 0 ]]; then
+        vm_report
+    fi
     sleep 1
     lp_wait lsrv "$sp"
     check "libhoma server verified every request" ok_line lsrv hx_lpeer
@@ -334,15 +391,39 @@ group_soak() {
     for t in DATA GRANT RESEND RPC_UNKNOWN BUSY CUTOFFS NEED_ACK ACK; do
         echo "    $t $(kdiff "$b" "$a" packets_sent_$t) / $(kdiff "$b" "$a" packets_rcvd_$t)"
     done
-    check "libhoma saw nothing malformed from the kernel (client)" no_malformed "$HX_TMP/lcli.log"
-    check "libhoma saw nothing malformed from the kernel (server)" no_malformed "$HX_TMP/lsrv.log"
+    check_hard "libhoma saw nothing malformed from the kernel (client)" no_malformed "$HX_TMP/lcli.log"
+    check_hard "libhoma saw nothing malformed from the kernel (server)" no_malformed "$HX_TMP/lsrv.log"
     check "kernel counted no short packets or unknown types from libhoma" \
         eq "$(kmetric "$a" short_packets)/$(kmetric "$a" unknown_packet_types)" 0/0
     decode "$HX_TMP/soak.pcap"
 }
 
+# The control for the soak: the same traffic between two kernel-Homa VMs,
+# no libhoma involved (not a ctest; for telling the module's own failures
+# under emulation from libhoma's).
+group_k2k_soak() {
+    local HX_SMP=${HX_SOAK_SMP:-2}
+    hx_vm_start 1 || return 1
+    hx_vm_start 2 || return 1
+    local secs=${HX_SOAK_SECONDS:-12} i rc
+    for i in 1 2; do
+        hx_vm "$i" "echo 0 >/proc/sys/net/homa/poll_usecs; $KSRV"
+    done
+    local args="--lens 100,1500,9000,60000,250000 --inflight 8 --seconds $secs --stall-s 45"
+    hx_vm 2 "khoma_peer client --server 10.77.0.2:4000 $args >/tmp/kc.log 2>&1 & echo \$! >/tmp/kc.pid"
+    hx_vm 1 "khoma_peer client --server 10.77.0.3:4000 $args" $((secs + 150)) | sed 's/^/  [kclient1] /'
+    check "kernel 1 -> kernel 2: 8 in flight for ${secs} s" eq "${PIPESTATUS[0]}" 0
+    hx_vm 2 "while kill -0 \$(cat /tmp/kc.pid) 2>/dev/null; do sleep 1; done; cat /tmp/kc.log; grep -q '^khoma_peer: ok' /tmp/kc.log" $((secs + 150)) |
+        sed 's/^/  [kclient2] /'
+    rc=${PIPESTATUS[0]}
+    check "kernel 2 -> kernel 1: 8 in flight for ${secs} s" eq "$rc" 0
+    for i in 1 2; do
+        hx_vm "$i" "echo '-- /tmp/ks.log:'; tail -n 5 /tmp/ks.log; dmesg | grep -i -A3 'oops\|bug\|panic\|killed' | head -n 20" 60 | sed "s/^/  [vm$i] /"
+    done
+}
+
 case $group in
-    k2k | sizes | sched | loss | end_of_life | soak) ;;
+    k2k | sizes | sched | loss | end_of_life | soak | k2k_soak) ;;
     *)
         echo "hx-test.sh: unknown group $group" >&2
         exit 2
