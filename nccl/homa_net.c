@@ -604,6 +604,15 @@ static void handle_data(homa_msg *m)
     c->early_valid[slot] = 1;
 }
 
+/* Appends " name=value" to line (cap bytes, *used of them taken, always
+ * terminated) for a counter that is not zero, while there is room. */
+static void counter_append(char *line, size_t cap, size_t *used, const char *name, uint64_t v)
+{
+    if (v == 0 || *used + 64 > cap) return;
+    int n = snprintf(line + *used, cap - *used, " %s=%llu", name, (unsigned long long)v);
+    if (n > 0) *used += (size_t)n < cap - *used ? (size_t)n : cap - 1 - *used;
+}
+
 static void handle_response(int rc, homa_msg *m)
 {
     uint32_t cid = (uint32_t)(m->cookie >> 32);
@@ -621,14 +630,13 @@ static void handle_response(int rc, homa_msg *m)
          * it (restarts, timeouts, drops) where NCCL_DEBUG=INFO shows it. */
         homa_counters ec;
         homa_runtime_counters(g.rt, &ec, NULL);
-        const uint64_t *v = (const uint64_t *)&ec;
         char line[2048];
         size_t used = 0;
-        for (size_t i = 0; i < homa_counter_count() && used < sizeof(line) - 64; i++)
-            if (v[i])
-                used += (size_t)snprintf(line + used, sizeof(line) - used, " %s=%llu",
-                                         homa_counter_name(i), (unsigned long long)v[i]);
-        line[used < sizeof(line) ? used : sizeof(line) - 1] = 0;
+        line[0] = 0;
+        /* Field by field, by name: HOMA_COUNTER_LIST is what declares them. */
+#define HN_COUNTER(name, desc) counter_append(line, sizeof(line), &used, #name, ec.name);
+        HOMA_COUNTER_LIST(HN_COUNTER)
+#undef HN_COUNTER
         INFO("NET/Homa: engine counters:%s", line);
     }
     if (c && seq32 == HN_HELLO_SEQ && c->state == HN_CONNECTING) {

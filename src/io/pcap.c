@@ -116,76 +116,50 @@ static void put16(uint8_t *p, uint16_t v)
     p[1] = (uint8_t)v;
 }
 
-void homa_pcap_write(homa_pcap *p, const homa_addr *src, uint16_t sport, const homa_addr *dst,
-                     uint16_t dport, uint8_t tos, const uint8_t *a, size_t alen, const uint8_t *b,
-                     size_t blen)
+/* Writes the IPv4 (20 bytes) or IPv6 (40 bytes) header of a synthesized
+ * packet carrying plen bytes of protocol proto into hdr; df sets IPv4's
+ * don't-fragment bit.  Returns the header's length. */
+static size_t put_ip_header(uint8_t *hdr, const homa_addr *src, const homa_addr *dst, uint8_t tos,
+                            uint8_t proto, int df, size_t plen)
 {
-    uint8_t hdr[48];
-    size_t iplen;
-    size_t udplen = 8 + alen + blen;
-    int v4 = is_v4(dst);
-    uint8_t *udp;
-    uint32_t sum = 0;
-    int odd = 0;
-    uint8_t pseudo[40];
-
-    if (v4) {
-        iplen = 20;
+    if (is_v4(dst)) {
+        int odd = 0;
         memset(hdr, 0, 20);
         hdr[0] = 0x45;
         hdr[1] = tos;
-        size_t total = 20 + udplen;
+        size_t total = 20 + plen;
         put16(hdr + 2, total > 0xffff ? 0xffff : (uint16_t)total);
-        hdr[6] = 0x40; /* DF, as Linux sets for UDP with PMTU discovery */
+        if (df) hdr[6] = 0x40;
         hdr[8] = 64;
-        hdr[9] = IPPROTO_UDP;
+        hdr[9] = proto;
         memcpy(hdr + 12, src->bytes + 12, 4);
         memcpy(hdr + 16, dst->bytes + 12, 4);
         put16(hdr + 10, csum_fold(csum_add(0, hdr, 20, &odd)));
-        odd = 0;
-        memcpy(pseudo, src->bytes + 12, 4);
-        memcpy(pseudo + 4, dst->bytes + 12, 4);
-        pseudo[8] = 0;
-        pseudo[9] = IPPROTO_UDP;
-        put16(pseudo + 10, (uint16_t)udplen);
-        sum = csum_add(sum, pseudo, 12, &odd);
-    } else {
-        iplen = 40;
-        memset(hdr, 0, 40);
-        hdr[0] = (uint8_t)(0x60 | (tos >> 4));
-        hdr[1] = (uint8_t)(tos << 4);
-        put16(hdr + 4, udplen > 0xffff ? 0xffff : (uint16_t)udplen);
-        hdr[6] = IPPROTO_UDP;
-        hdr[7] = 64;
-        memcpy(hdr + 8, src->bytes, 16);
-        memcpy(hdr + 24, dst->bytes, 16);
-        memcpy(pseudo, src->bytes, 16);
-        memcpy(pseudo + 16, dst->bytes, 16);
-        memset(pseudo + 32, 0, 8);
-        pseudo[34] = (uint8_t)(udplen >> 8);
-        pseudo[35] = (uint8_t)udplen;
-        pseudo[39] = IPPROTO_UDP;
-        sum = csum_add(sum, pseudo, 40, &odd);
+        return 20;
     }
-    udp = hdr + iplen;
-    put16(udp, sport);
-    put16(udp + 2, dport);
-    put16(udp + 4, (uint16_t)udplen);
-    udp[6] = udp[7] = 0;
-    sum = csum_add(sum, udp, 8, &odd);
-    sum = csum_add(sum, a, alen, &odd);
-    if (blen > 0) sum = csum_add(sum, b, blen, &odd);
-    uint16_t c = csum_fold(sum);
-    put16(udp + 6, c == 0 ? 0xffff : c); /* 0 means "no checksum" in UDP */
+    memset(hdr, 0, 40);
+    hdr[0] = (uint8_t)(0x60 | (tos >> 4));
+    hdr[1] = (uint8_t)(tos << 4);
+    put16(hdr + 4, plen > 0xffff ? 0xffff : (uint16_t)plen);
+    hdr[6] = proto;
+    hdr[7] = 64;
+    memcpy(hdr + 8, src->bytes, 16);
+    memcpy(hdr + 24, dst->bytes, 16);
+    return 40;
+}
 
+/* Appends one record: hdr (hlen bytes) followed by a and b. */
+static void put_record(homa_pcap *p, const uint8_t *hdr, size_t hlen, const uint8_t *a, size_t alen,
+                       const uint8_t *b, size_t blen)
+{
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    uint32_t caplen = (uint32_t)(iplen + udplen);
+    uint32_t caplen = (uint32_t)(hlen + alen + blen);
     uint32_t rec[4] = {(uint32_t)ts.tv_sec, (uint32_t)ts.tv_nsec, caplen, caplen};
 
     pthread_mutex_lock(&p->lock);
     fwrite(rec, sizeof(rec), 1, p->f);
-    fwrite(hdr, iplen + 8, 1, p->f);
+    fwrite(hdr, hlen, 1, p->f);
     if (alen > 0) fwrite(a, alen, 1, p->f);
     if (blen > 0) fwrite(b, blen, 1, p->f);
     /* Buffered for speed, but flushed every 100 ms so a capture of a run
@@ -196,6 +170,48 @@ void homa_pcap_write(homa_pcap *p, const homa_addr *src, uint16_t sport, const h
         p->last_flush_ns = now;
     }
     pthread_mutex_unlock(&p->lock);
+}
+
+void homa_pcap_write(homa_pcap *p, const homa_addr *src, uint16_t sport, const homa_addr *dst,
+                     uint16_t dport, uint8_t tos, const uint8_t *a, size_t alen, const uint8_t *b,
+                     size_t blen)
+{
+    uint8_t hdr[48];
+    size_t udplen = 8 + alen + blen;
+    uint32_t sum = 0;
+    int odd = 0;
+    uint8_t pseudo[40];
+
+    /* DF on IPv4, as Linux sets for UDP with PMTU discovery. */
+    size_t iplen = put_ip_header(hdr, src, dst, tos, IPPROTO_UDP, 1, udplen);
+    if (iplen == 20) {
+        memcpy(pseudo, src->bytes + 12, 4);
+        memcpy(pseudo + 4, dst->bytes + 12, 4);
+        pseudo[8] = 0;
+        pseudo[9] = IPPROTO_UDP;
+        put16(pseudo + 10, (uint16_t)udplen);
+        sum = csum_add(sum, pseudo, 12, &odd);
+    } else {
+        memcpy(pseudo, src->bytes, 16);
+        memcpy(pseudo + 16, dst->bytes, 16);
+        memset(pseudo + 32, 0, 8);
+        pseudo[34] = (uint8_t)(udplen >> 8);
+        pseudo[35] = (uint8_t)udplen;
+        pseudo[39] = IPPROTO_UDP;
+        sum = csum_add(sum, pseudo, 40, &odd);
+    }
+    uint8_t *udp = hdr + iplen;
+    put16(udp, sport);
+    put16(udp + 2, dport);
+    put16(udp + 4, (uint16_t)udplen);
+    udp[6] = udp[7] = 0;
+    sum = csum_add(sum, udp, 8, &odd);
+    sum = csum_add(sum, a, alen, &odd);
+    if (blen > 0) sum = csum_add(sum, b, blen, &odd);
+    uint16_t c = csum_fold(sum);
+    put16(udp + 6, c == 0 ? 0xffff : c); /* 0 means "no checksum" in UDP */
+
+    put_record(p, hdr, iplen + 8, a, alen, b, blen);
 }
 
 void homa_pcap_source_for(homa_pcap *p, const homa_addr *dst, homa_addr *src)
@@ -244,45 +260,6 @@ void homa_pcap_write_ip(homa_pcap *p, const homa_addr *src, const homa_addr *dst
                         const uint8_t *a, size_t alen, const uint8_t *b, size_t blen)
 {
     uint8_t hdr[40];
-    size_t iplen;
-    size_t plen = alen + blen;
-    int odd = 0;
-    if (is_v4(dst)) {
-        iplen = 20;
-        memset(hdr, 0, 20);
-        hdr[0] = 0x45;
-        hdr[1] = tos;
-        size_t total = 20 + plen;
-        put16(hdr + 2, total > 0xffff ? 0xffff : (uint16_t)total);
-        hdr[8] = 64;
-        hdr[9] = HOMA_IPPROTO;
-        memcpy(hdr + 12, src->bytes + 12, 4);
-        memcpy(hdr + 16, dst->bytes + 12, 4);
-        put16(hdr + 10, csum_fold(csum_add(0, hdr, 20, &odd)));
-    } else {
-        iplen = 40;
-        memset(hdr, 0, 40);
-        hdr[0] = (uint8_t)(0x60 | (tos >> 4));
-        hdr[1] = (uint8_t)(tos << 4);
-        put16(hdr + 4, plen > 0xffff ? 0xffff : (uint16_t)plen);
-        hdr[6] = HOMA_IPPROTO;
-        hdr[7] = 64;
-        memcpy(hdr + 8, src->bytes, 16);
-        memcpy(hdr + 24, dst->bytes, 16);
-    }
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    uint32_t caplen = (uint32_t)(iplen + plen);
-    uint32_t rec[4] = {(uint32_t)ts.tv_sec, (uint32_t)ts.tv_nsec, caplen, caplen};
-    pthread_mutex_lock(&p->lock);
-    fwrite(rec, sizeof(rec), 1, p->f);
-    fwrite(hdr, iplen, 1, p->f);
-    if (alen > 0) fwrite(a, alen, 1, p->f);
-    if (blen > 0) fwrite(b, blen, 1, p->f);
-    uint64_t now = mono_ns();
-    if (now - p->last_flush_ns > 100000000ull) {
-        fflush(p->f);
-        p->last_flush_ns = now;
-    }
-    pthread_mutex_unlock(&p->lock);
+    size_t iplen = put_ip_header(hdr, src, dst, tos, HOMA_IPPROTO, 0, alen + blen);
+    put_record(p, hdr, iplen, a, alen, b, blen);
 }

@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "core/wire.h"
+#include "io/errqueue.h"
 #include "io/io.h"
 
 #define RX_BATCH 16
@@ -697,33 +698,12 @@ int homa_raw_icmp_unreach(int v4, uint8_t type, uint8_t code, const uint8_t *pay
  * with `unreach` set (src = the peer, sport = its Homa port or 0). */
 static void rx_errqueue(homa_io_sock *s, int fd, int v4)
 {
-    for (int i = 0; i < ERR_BATCH; i++) {
-        uint8_t buf[64];
-        union {
-            struct sockaddr_in v4;
-            struct sockaddr_in6 v6;
-        } sa;
-        union {
-            char b[256];
-            struct cmsghdr align;
-        } ctrl;
-        struct iovec iov = {buf, sizeof(buf)};
-        struct msghdr mh = {.msg_name = &sa,
-                            .msg_namelen = sizeof(sa),
-                            .msg_iov = &iov,
-                            .msg_iovlen = 1,
-                            .msg_control = ctrl.b,
-                            .msg_controllen = sizeof(ctrl.b)};
-        CTR_ADD(s, recv_syscalls, 1);
-        ssize_t r = recvmsg(fd, &mh, MSG_ERRQUEUE | MSG_DONTWAIT);
-        if (r < 0) return;
-        homa_io_rx rx;
-        if (homa_raw_parse_errqueue(&mh, buf, (size_t)r, v4, &rx) == 0) {
-            homa_io_rx *o = rx_slot(s);
-            if (o != NULL) *o = rx;
-            CTR_ADD(s, icmp_unreach, 1);
-        }
-    }
+    uint64_t reads;
+    int n = homa_io_errqueue_drain(fd, v4, ERR_BATCH, &s->rx_out[s->rx_out_n],
+                                   RX_OUT_CAP - s->rx_out_n, &reads);
+    s->rx_out_n += n;
+    CTR_ADD(s, recv_syscalls, reads);
+    CTR_ADD(s, icmp_unreach, n);
 }
 
 int homa_raw_parse_errqueue(const struct msghdr *mh, const uint8_t *payload, size_t plen, int v4,

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "core/wire.h"
+#include "io/errqueue.h"
 #include "io/io.h"
 
 #ifndef UDP_SEGMENT
@@ -973,29 +974,12 @@ static void rx_direct(homa_io_sock *s, uint64_t now)
 /* Reads the error queue: each ICMP unreachable becomes an `unreach` entry. */
 static void rx_errqueue(homa_io_sock *s)
 {
-    for (int i = 0; i < 16 && s->rx_out_n < RX_OUT_CAP; i++) {
-        uint8_t buf[64];
-        struct sockaddr_in6 sa;
-        union {
-            char b[256];
-            struct cmsghdr align;
-        } ctrl;
-        struct iovec iov = {buf, sizeof(buf)};
-        struct msghdr mh = {.msg_name = &sa,
-                            .msg_namelen = sizeof(sa),
-                            .msg_iov = &iov,
-                            .msg_iovlen = 1,
-                            .msg_control = ctrl.b,
-                            .msg_controllen = sizeof(ctrl.b)};
-        CTR_ADD(s, recv_syscalls, 1);
-        ssize_t r = recvmsg(s->fd, &mh, MSG_ERRQUEUE | MSG_DONTWAIT);
-        if (r < 0) return;
-        homa_io_rx rx;
-        if (homa_raw_parse_errqueue(&mh, buf, (size_t)r, 0, &rx) == 0) {
-            s->rx_out[s->rx_out_n++] = rx;
-            CTR_ADD(s, icmp_unreach, 1);
-        }
-    }
+    uint64_t reads;
+    int n = homa_io_errqueue_drain(s->fd, 0, 16, &s->rx_out[s->rx_out_n], RX_OUT_CAP - s->rx_out_n,
+                                   &reads);
+    s->rx_out_n += n;
+    CTR_ADD(s, recv_syscalls, reads);
+    CTR_ADD(s, icmp_unreach, n);
 }
 
 static void rx_refill(homa_io_sock *s, uint64_t now)

@@ -35,6 +35,7 @@
 
 #include <homa/homa.h>
 
+#include "core/wire.h"
 #include "io/io.h"
 #include "rt/daemon_client.h"
 
@@ -157,11 +158,19 @@ struct homa_runtime {
 
     homa_driver_counters extra; /* runtime-level, and closed sockets' */
 
+    /* Path payloads per peer (PATH_SETS x PATH_WAYS; see path_prepare);
+     * NULL when every peer gets cfg.max_payload. */
+    struct path_entry *paths;
+
     struct homa_dc *dc; /* daemon mode (docs/homad.md): everything goes to homad */
 };
 
 #define RT_CTR_ADD(rt, field, n)                                                                   \
     __atomic_fetch_add(&(rt)->extra.field, (uint64_t)(n), __ATOMIC_RELAXED)
+
+static void path_prepare(homa_runtime *rt, const homa_addr *addr, uint64_t now);
+static void path_prepare_rx(homa_runtime *rt, const homa_addr *src, const uint8_t *pkt,
+                            size_t avail, size_t len, uint64_t now);
 
 static uint64_t now_ns(void)
 {
@@ -279,6 +288,7 @@ static uint8_t *rt_place(void *ctx, uint64_t now, const homa_addr *src, const ui
     homa_runtime *rt = ctx;
     uint8_t *dst = NULL;
     pthread_mutex_lock(&rt->lock);
+    path_prepare_rx(rt, src, hdr, hdr_len, pkt_len, now);
     if (homa_engine_place_begin(rt->eng, now, src, hdr, hdr_len, pkt_len, &dst) != 0) dst = NULL;
     pthread_mutex_unlock(&rt->lock);
     return dst;
@@ -492,6 +502,12 @@ static int poll_pass(homa_runtime *rt)
             int n = rt->io->recv(io, now, rt->rx, RX_CHUNK);
             pthread_mutex_lock(&rt->lock);
             if (n <= 0) break;
+            /* New peers' paths first (the lock is dropped to probe them). */
+            for (int i = 0; i < n; i++) {
+                const homa_io_rx *p = &rt->rx[i];
+                if (!p->unreach && !p->placed)
+                    path_prepare_rx(rt, &p->src, p->data, p->len, p->len, now);
+            }
             int placed = 0;
             for (int i = 0; i < n; i++) {
                 homa_io_rx *p = &rt->rx[i];
@@ -779,14 +795,13 @@ static uint32_t raw_payload_for_mtu(uint32_t mtu)
     return p;
 }
 
-/* homa_engine_ops.path_payload: the MTU of the route to addr, as the
- * kernel sees it (connect() on a UDP socket sends nothing).  The runtime's
+/* The payload for the MTU of the route to addr, as the kernel sees it
+ * (connect() on a UDP socket sends nothing); 0 if it cannot be found.  The runtime's
  * max_payload follows the largest MTU of the host (loopback's 65,536), so
  * that loopback peers get 64 KB packets while a peer behind a 1,500-byte
  * link gets packets that fit it instead of IP fragments. */
-static uint32_t rt_path_payload(void *ctx, const homa_addr *addr)
+static uint32_t path_probe(const homa_runtime *rt, const homa_addr *addr)
 {
-    const homa_runtime *rt = ctx;
     homa_endpoint ep = {.addr = *addr, .port = 9};
     struct sockaddr_storage ss;
     socklen_t len;
@@ -815,6 +830,98 @@ static uint32_t rt_path_payload(void *ctx, const homa_addr *addr)
      * lose only 20 bytes to IP, as the kernel module's do (1,424 bytes of
      * payload at MTU 1500). */
     return raw_payload_for_mtu((uint32_t)mtu + (v4 ? 20u : 0u));
+}
+
+/* The engine asks homa_engine_ops.path_payload when it first meets a peer,
+ * with rt->lock held, and finding the path MTU takes system calls, which
+ * must not run under the lock.  So the runtime probes a peer's path before
+ * each engine call that may meet a new peer (a request's destination, a
+ * DATA packet's source), dropping the lock for the probe, and
+ * rt_path_payload only reads this cache.  Two threads may probe the same
+ * peer at once: the later insert finds the entry and overwrites it.  An
+ * entry older than PATH_TTL_NS is still answered but probed again by the
+ * next path_prepare (routes change).  A peer that is not cached (evicted
+ * between probe and use, only with more than PATH_WAYS new peers per set
+ * in that window) gets cfg.max_payload, as when a probe fails. */
+#define PATH_SETS 256
+#define PATH_WAYS 4
+#define PATH_TTL_NS (10ull * 1000000000ull)
+
+struct path_entry {
+    homa_addr addr;
+    uint32_t payload; /* path_probe's answer (0: unknown) */
+    int valid;
+    uint64_t probed; /* now_ns() of the probe */
+};
+
+/* All of the path_* functions: rt->lock held. */
+static struct path_entry *path_set(homa_runtime *rt, const homa_addr *a)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (size_t i = 0; i < sizeof(a->bytes); i++)
+        h = (h ^ a->bytes[i]) * 16777619u;
+    return &rt->paths[(h % PATH_SETS) * PATH_WAYS];
+}
+
+static struct path_entry *path_find(homa_runtime *rt, const homa_addr *a)
+{
+    struct path_entry *set = path_set(rt, a);
+    for (int i = 0; i < PATH_WAYS; i++)
+        if (set[i].valid && memcmp(&set[i].addr, a, sizeof(*a)) == 0) return &set[i];
+    return NULL;
+}
+
+static void path_insert(homa_runtime *rt, const homa_addr *a, uint32_t payload, uint64_t now)
+{
+    struct path_entry *e = path_find(rt, a);
+    if (e == NULL) {
+        struct path_entry *set = path_set(rt, a);
+        e = &set[0];
+        for (int i = 0; i < PATH_WAYS && e->valid; i++)
+            if (!set[i].valid || set[i].probed < e->probed) e = &set[i];
+        e->addr = *a;
+        e->valid = 1;
+    }
+    e->payload = payload;
+    e->probed = now;
+}
+
+/* Makes sure addr's path is cached (and fresh).  Drops rt->lock around a
+ * probe: the caller must not rely on what it read under the lock before. */
+static void path_prepare(homa_runtime *rt, const homa_addr *addr, uint64_t now)
+{
+    if (rt->paths == NULL) return;
+    const struct path_entry *e = path_find(rt, addr);
+    if (e != NULL && now - e->probed < PATH_TTL_NS) return;
+    homa_addr a = *addr;
+    pthread_mutex_unlock(&rt->lock);
+    uint32_t payload = path_probe(rt, &a);
+    pthread_mutex_lock(&rt->lock);
+    path_insert(rt, &a, payload, now);
+}
+
+/* The same for the source of a received packet (avail of its len bytes at
+ * pkt): only a DATA packet can make the engine meet a new peer, and only
+ * such a packet from an uncached source is worth a probe. */
+static void path_prepare_rx(homa_runtime *rt, const homa_addr *src, const uint8_t *pkt,
+                            size_t avail, size_t len, uint64_t now)
+{
+    if (rt->paths == NULL) return;
+    const struct path_entry *e = path_find(rt, src);
+    if (e != NULL && now - e->probed < PATH_TTL_NS) return;
+    struct homa_wire_pkt w;
+    if (homa_wire_decode_hdr(pkt, avail, len, &w) != HOMA_WIRE_OK || w.type != HOMA_PKT_DATA)
+        return;
+    path_prepare(rt, src, now);
+}
+
+/* homa_engine_ops.path_payload: the largest payload for the path to addr
+ * (path_prepare probed it); 0, for cfg.max_payload, if it is not cached. */
+static uint32_t rt_path_payload(void *ctx, const homa_addr *addr)
+{
+    homa_runtime *rt = ctx;
+    const struct path_entry *e = path_find(rt, addr);
+    return e != NULL ? e->payload : 0;
 }
 
 static int env_options(homa_runtime_options *o)
@@ -974,7 +1081,12 @@ int homa_runtime_create(const homa_runtime_options *opts_in, homa_runtime **out)
     homa_engine_ops ops = {
         .ctx = rt, .random = rt_random, .want_tx = rt_want_tx, .ready = rt_ready};
     /* A packet size the user chose applies to every peer. */
-    if (o.mtu == 0 && o.max_payload == 0) ops.path_payload = rt_path_payload;
+    if (o.mtu == 0 && o.max_payload == 0) {
+        rc = HOMA_ERR_NOMEM;
+        rt->paths = calloc(PATH_SETS * PATH_WAYS, sizeof(*rt->paths));
+        if (rt->paths == NULL) goto fail;
+        ops.path_payload = rt_path_payload;
+    }
     rc = homa_engine_create(&rt->cfg, &ops, &rt->eng);
     if (rc != 0) goto fail;
     rt->cfg = *homa_engine_config(rt->eng);
@@ -997,6 +1109,7 @@ fail:
     pthread_cond_destroy(&rt->bg_cond);
     pthread_cond_destroy(&rt->state_cond);
     pthread_mutex_destroy(&rt->lock);
+    free(rt->paths);
     free(rt->port_map);
     free(rt);
     return rc;
@@ -1048,6 +1161,7 @@ void homa_runtime_destroy(homa_runtime *rt)
     pthread_cond_destroy(&rt->bg_cond);
     pthread_cond_destroy(&rt->state_cond);
     pthread_mutex_destroy(&rt->lock);
+    free(rt->paths);
     free(rt->port_map);
     free(rt);
 }
@@ -1431,6 +1545,7 @@ static int send_common(homa_socket *s, const homa_endpoint *dst, const void *buf
     }
     uint64_t rid = 0;
     pthread_mutex_lock(&rt->lock);
+    path_prepare(rt, &dst->addr, now_ns());
     int rc;
     if (s->closing)
         rc = HOMA_ERR_SHUTDOWN;

@@ -112,6 +112,21 @@ static void stop_daemon(pid_t pid)
     assert_int_equal(wait_exit(pid, 5000), 0);
 }
 
+/* Starts a daemon with the default options and connects a runtime to it. */
+static pid_t start_daemon_connected(homa_runtime **rt)
+{
+    pid_t d = start_daemon(NULL);
+    assert_int_equal(homa_runtime_connect(sock_path, rt), 0);
+    return d;
+}
+
+/* Destroys the test's runtime, then stops its daemon. */
+static void stop_daemon_connected(homa_runtime *rt, pid_t d)
+{
+    homa_runtime_destroy(rt);
+    stop_daemon(d);
+}
+
 /* Spawns homad_app with a pipe on its stdout and waits for "ready". */
 static pid_t spawn_app_ready(const char *mode, uint16_t port, int n)
 {
@@ -234,8 +249,7 @@ static void homad__app_killed_mid_rpc(void **state)
     assert_true(after.rpcs_live < before.rpcs_live); /* its client RPC is gone */
     homa_socket_close(taken);
     homa_socket_close(sink);
-    homa_runtime_destroy(rt);
-    stop_daemon(d);
+    stop_daemon_connected(rt, d);
 }
 
 struct blocked {
@@ -259,9 +273,8 @@ static void *blocked_recv(void *arg)
 static void homad__daemon_killed(void **state)
 {
     (void)state;
-    pid_t d = start_daemon(NULL);
     homa_runtime *rt;
-    assert_int_equal(homa_runtime_connect(sock_path, &rt), 0);
+    pid_t d = start_daemon_connected(&rt);
     homa_socket *s;
     assert_int_equal(homa_socket_open(rt, 0, &s), 0);
     struct blocked b = {.s = s, .rc = 1};
@@ -288,12 +301,10 @@ static void homad__daemon_killed(void **state)
     /* No daemon: HOMA_DAEMON makes runtime creation fail (with a message). */
     assert_int_equal(homa_runtime_create(NULL, &rt), HOMA_ERR_IO);
 
-    d = start_daemon(NULL); /* replaces the stale socket file */
-    assert_int_equal(homa_runtime_connect(sock_path, &rt), 0);
+    d = start_daemon_connected(&rt); /* replaces the stale socket file */
     assert_int_equal(homa_socket_open(rt, 0, &s), 0);
     homa_socket_close(s);
-    homa_runtime_destroy(rt);
-    stop_daemon(d);
+    stop_daemon_connected(rt, d);
 }
 
 /* Closing a socket wakes a thread blocked in homa_recv on it, as in
@@ -301,9 +312,8 @@ static void homad__daemon_killed(void **state)
 static void homad__close_wakes_recv(void **state)
 {
     (void)state;
-    pid_t d = start_daemon(NULL);
     homa_runtime *rt;
-    assert_int_equal(homa_runtime_connect(sock_path, &rt), 0);
+    pid_t d = start_daemon_connected(&rt);
     homa_socket *s;
     assert_int_equal(homa_socket_open(rt, 0, &s), 0);
     /* A socket bound to one address keeps it (the Python package sends to
@@ -344,8 +354,7 @@ static void homad__close_wakes_recv(void **state)
     pthread_join(t, NULL);
     assert_int_equal(b.rc, HOMA_ERR_SHUTDOWN);
     assert_true(b.returned - t0 < 1000000000ull);
-    homa_runtime_destroy(rt);
-    stop_daemon(d);
+    stop_daemon_connected(rt, d);
 }
 
 /* homa_socket_fd() works in daemon mode: readable when a message may be
@@ -353,9 +362,8 @@ static void homad__close_wakes_recv(void **state)
 static void homad__socket_fd(void **state)
 {
     (void)state;
-    pid_t d = start_daemon(NULL);
     homa_runtime *rt;
-    assert_int_equal(homa_runtime_connect(sock_path, &rt), 0);
+    pid_t d = start_daemon_connected(&rt);
     homa_socket *a, *b;
     assert_int_equal(homa_socket_open(rt, 0, &a), 0);
     assert_int_equal(homa_socket_open(rt, 0, &b), 0);
@@ -383,8 +391,7 @@ static void homad__socket_fd(void **state)
     }
     homa_socket_close(a);
     homa_socket_close(b);
-    homa_runtime_destroy(rt);
-    stop_daemon(d);
+    stop_daemon_connected(rt, d);
 }
 
 /* Which user may bind which port comes from the config file; open ports
@@ -422,8 +429,7 @@ static void homad__policy_and_quotas(void **state)
     assert_int_equal(homa_send(s1, &dst, "d", 1, 0, NULL), 0);
     homa_socket_close(s1);
     homa_socket_close(s2);
-    homa_runtime_destroy(rt);
-    stop_daemon(d);
+    stop_daemon_connected(rt, d);
 }
 
 /* A process that writes its own commands: refused ones get an error, an

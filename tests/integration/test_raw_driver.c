@@ -218,6 +218,24 @@ static void *sniff_main(void *arg)
     return NULL;
 }
 
+/* Starts a thread reading protocol 146 (IPv4) for packets of port. */
+static void sniff_start(struct sniffer *sf, uint16_t port)
+{
+    *sf = (struct sniffer){.port = port};
+    sf->fd = socket(AF_INET, SOCK_RAW, HOMA_IPPROTO);
+    assert_true(sf->fd >= 0);
+    assert_int_equal(pthread_create(&sf->thread, NULL, sniff_main, sf), 0);
+}
+
+/* Gives the last packets settle_us to arrive, then stops the thread. */
+static void sniff_stop(struct sniffer *sf, useconds_t settle_us)
+{
+    usleep(settle_us);
+    __atomic_store_n(&sf->stop, 1, __ATOMIC_RELEASE);
+    pthread_join(sf->thread, NULL);
+    close(sf->fd);
+}
+
 /* Priorities travel in the TOS byte (prio << 5; control packets at 7),
  * with the kernel's TCP look-alike fields and a valid checksum. */
 static void raw_wire__tos_flags_checksum(void **state)
@@ -228,20 +246,15 @@ static void raw_wire__tos_flags_checksum(void **state)
     struct echo_server e;
     echo_start(&e, srt, 0);
     uint16_t port = homa_socket_port(e.sock);
-    struct sniffer sf = {.port = port};
-    sf.fd = socket(AF_INET, SOCK_RAW, HOMA_IPPROTO);
-    assert_true(sf.fd >= 0);
-    assert_int_equal(pthread_create(&sf.thread, NULL, sniff_main, &sf), 0);
+    struct sniffer sf;
+    sniff_start(&sf, port);
     homa_socket *c;
     assert_int_equal(homa_socket_open(crt, 0, &c), 0);
     homa_endpoint v4;
     ep("127.0.0.1", port, &v4);
     call_and_check(c, &v4, 100, 1);    /* short: unscheduled, highest level */
     call_and_check(c, &v4, 500000, 2); /* long: granted, lower levels */
-    usleep(50000);
-    __atomic_store_n(&sf.stop, 1, __ATOMIC_RELEASE);
-    pthread_join(sf.thread, NULL);
-    close(sf.fd);
+    sniff_stop(&sf, 50000);
     struct seen *sn = &sf.sn;
     print_message("sniffed %d packets: %d DATA (TOS 0x%02x..0x%02x), %d control\n", sn->pkts,
                   sn->data, sn->data_tos_min, sn->data_tos_max, sn->ctl);
@@ -424,19 +437,14 @@ static void raw_env__homa_driver(void **state)
     struct echo_server e;
     echo_start(&e, rt, 0);
     uint16_t port = homa_socket_port(e.sock);
-    struct sniffer sf = {.port = port};
-    sf.fd = socket(AF_INET, SOCK_RAW, HOMA_IPPROTO);
-    assert_true(sf.fd >= 0);
-    assert_int_equal(pthread_create(&sf.thread, NULL, sniff_main, &sf), 0);
+    struct sniffer sf;
+    sniff_start(&sf, port);
     homa_socket *c;
     assert_int_equal(homa_socket_open(rt, 0, &c), 0);
     homa_endpoint v4;
     ep("127.0.0.1", port, &v4);
     call_and_check(c, &v4, 10, 3);
-    usleep(20000);
-    __atomic_store_n(&sf.stop, 1, __ATOMIC_RELEASE);
-    pthread_join(sf.thread, NULL);
-    close(sf.fd);
+    sniff_stop(&sf, 20000);
     assert_true(sf.sn.pkts >= 2);
     homa_socket_close(c);
     echo_stop(&e);

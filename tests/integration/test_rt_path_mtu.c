@@ -8,7 +8,8 @@
  * in the other namespace, behind the 1,500-byte link, and an echo thread of
  * its own on 127.0.0.1 (loopback, MTU 65,536).  RPCs of 0 B to 1 MB to the
  * first must go in datagrams that fit 1,500 bytes (no IP fragments), those
- * to the second in 64 KB ones: the packet size is chosen per peer. */
+ * to the second in 64 KB ones: the packet size is chosen per peer.  The
+ * server's responses, to a peer it first met by a request, must fit too. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,6 +81,13 @@ int main(int argc, char **argv)
         fflush(stdout);
         serve(s, (int)NSIZES);
         homa_socket_linger(s, 5ll * 1000000000);
+        /* The server met the client by its requests (a new peer on input):
+         * its responses must fit the 1,500-byte path too. */
+        homa_driver_counters d;
+        homa_runtime_counters(rt, NULL, &d);
+        double per = (double)d.bytes_out / (double)(d.datagrams_out ? d.datagrams_out : 1);
+        printf("server: %.0f bytes per datagram\n", per);
+        if (per > 1472) FAIL("server datagrams to the 1,500-byte path average %.0f B", per);
         homa_socket_close(s);
         homa_runtime_destroy(rt);
         return 0;

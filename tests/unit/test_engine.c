@@ -727,6 +727,39 @@ static void homa_engine_input__restart_uses_current_cutoffs(void **state)
     pair_destroy(&p);
 }
 
+/* The start of the tombstone tests: a request reaches the server
+ * application, which answers with a response that needs grants; the
+ * client's grants never arrive (everything it sends is dropped), and after
+ * 102 ms of ticks the server gives up on it.  cap holds the request's
+ * first packet. */
+static void server_times_out_silent_client(struct pair *p, struct capture *cap)
+{
+    setup_capturing_pair(p, cap);
+    uint64_t id;
+    assert_int_equal(
+        homa_engine_send_request(p->e[0], p->now, CPORT, &p->addr[1], SPORT, "abc", 3, 0, &id), 0);
+    pair_settle(p);
+    homa_msg m;
+    assert_int_equal(homa_engine_recv(p->e[1], SPORT, HOMA_RECV_REQUEST, 0, &m), 0);
+    static uint8_t big[200000];
+    p->filter = drop_all_from;
+    p->filter_arg = &client_side;
+    assert_int_equal(homa_engine_send_reply(p->e[1], p->now, SPORT, &m.peer, m.peer_port, m.id, big,
+                                            sizeof(big)),
+                     0);
+    homa_engine_release(p->e[1], &m);
+    pair_step(p, 1);
+    for (int t = 0; t < 102; t++) {
+        p->now += MS;
+        homa_engine_timer(p->e[1], p->now);
+        pair_step(p, 1);
+    }
+    homa_counters c;
+    homa_engine_counters(p->e[1], &c);
+    assert_int_equal(c.server_timeouts, 1);
+    assert_true(cap->len > 0);
+}
+
 /* A server that gives up on a silent client after the request reached the
  * application leaves a tombstone: if the client comes back and restarts
  * the request (same id), it is dropped as completed, never served twice;
@@ -736,33 +769,12 @@ static void homa_engine_timer__server_timeout_leaves_tombstone(void **state)
     (void)state;
     struct pair p;
     struct capture cap;
-    setup_capturing_pair(&p, &cap);
-    uint64_t id;
-    assert_int_equal(
-        homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, "abc", 3, 0, &id), 0);
-    pair_settle(&p);
-    homa_msg m;
-    assert_int_equal(homa_engine_recv(p.e[1], SPORT, HOMA_RECV_REQUEST, 0, &m), 0);
-    /* a response that needs grants; the client's grants never arrive */
-    static uint8_t big[200000];
-    p.filter = drop_all_from;
-    p.filter_arg = &client_side;
-    assert_int_equal(
-        homa_engine_send_reply(p.e[1], p.now, SPORT, &m.peer, m.peer_port, m.id, big, sizeof(big)),
-        0);
-    homa_engine_release(p.e[1], &m);
-    pair_step(&p, 1);
-    for (int t = 0; t < 102; t++) {
-        p.now += MS;
-        homa_engine_timer(p.e[1], p.now);
-        pair_step(&p, 1);
-    }
+    server_times_out_silent_client(&p, &cap);
     homa_counters c;
     homa_engine_counters(p.e[1], &c);
-    assert_int_equal(c.server_timeouts, 1);
+    homa_msg m;
     assert_int_equal(c.rpcs_live, 0);
     /* the request's first packet again, as after a client restart */
-    assert_true(cap.len > 0);
     homa_engine_input(p.e[1], p.now, &p.addr[0], cap.data, cap.len);
     assert_int_equal(homa_engine_recv(p.e[1], SPORT, HOMA_RECV_REQUEST, 0, &m), HOMA_ERR_AGAIN);
     homa_engine_counters(p.e[1], &c);
@@ -782,30 +794,9 @@ static void homa_engine_input__restarted_request_keeps_tombstone(void **state)
     (void)state;
     struct pair p;
     struct capture cap;
-    setup_capturing_pair(&p, &cap);
-    uint64_t id;
-    assert_int_equal(
-        homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, "abc", 3, 0, &id), 0);
-    pair_settle(&p);
-    homa_msg m;
-    assert_int_equal(homa_engine_recv(p.e[1], SPORT, HOMA_RECV_REQUEST, 0, &m), 0);
-    static uint8_t big[200000];
-    p.filter = drop_all_from;
-    p.filter_arg = &client_side;
-    assert_int_equal(
-        homa_engine_send_reply(p.e[1], p.now, SPORT, &m.peer, m.peer_port, m.id, big, sizeof(big)),
-        0);
-    homa_engine_release(p.e[1], &m);
-    pair_step(&p, 1);
-    for (int t = 0; t < 102; t++) {
-        p.now += MS;
-        homa_engine_timer(p.e[1], p.now);
-        pair_step(&p, 1);
-    }
+    server_times_out_silent_client(&p, &cap);
     homa_counters c;
-    homa_engine_counters(p.e[1], &c);
-    assert_int_equal(c.server_timeouts, 1);
-    assert_true(cap.len > 0);
+    homa_msg m;
     /* The request again every 10 ms for 4 tombstone lifetimes (2 x 100
      * ticks each). */
     for (int t = 0; t < 800; t++) {
