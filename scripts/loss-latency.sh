@@ -10,6 +10,9 @@
 #
 # usage: scripts/loss-latency.sh [--perf BIN] [--workload w3] [--gbps 0.05]
 #            [--seconds 3] [--runs 5] [--losses "0 0.01 0.05 0.2"] [--raw FILE]
+#            [--extra KEYS]
+# --extra: more HOMA_FAULTS keys for every lossy run (e.g.
+#   dup=0.05,reorder=0.1,reorder_depth=8: the goal-1 fault mix of issue 15).
 # Exit status: 0 ok, 1 a run produced no result, 2 bad usage.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,6 +23,7 @@ SECONDS_=3
 RUNS=5
 LOSSES="0 0.01 0.05 0.2"
 RAW=
+EXTRA=
 while [ $# -gt 0 ]; do
     case "$1" in
     --perf) PERF=$2; shift ;;
@@ -29,6 +33,7 @@ while [ $# -gt 0 ]; do
     --runs) RUNS=$2; shift ;;
     --losses) LOSSES=$2; shift ;;
     --raw) RAW=$2; shift ;;
+    --extra) EXTRA=,$2; shift ;;
     -h | --help) sed -n 2,14p "$0"; exit 0 ;;
     *) echo "loss-latency: unknown option $1" >&2; exit 2 ;;
     esac
@@ -52,7 +57,7 @@ for run in $(seq 1 "$RUNS"); do
     for loss in $LOSSES; do
         port=$((30000 + RANDOM % 20000))
         faults=
-        [ "$loss" != 0 ] && faults="drop=$loss,dir=tx,seed=$((run * 7 + 1))"
+        [ "$loss" != 0 ] && faults="drop=$loss,dir=tx$EXTRA,seed=$((run * 7 + 1))"
         HOMA_FAULTS=$faults "$PERF" server --proto homa --port "$port" --counters \
             > "$TMP/srv.out" 2> "$TMP/srv.err" &
         SERVER_PID=$!

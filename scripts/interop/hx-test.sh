@@ -332,7 +332,7 @@ group_soak() {
         fi
         crashes=$((crashes + 1))
         echo "  soak: the kernel VM crashed during attempt $n; its oops:"
-        grep -m1 -A30 -E 'Oops|BUG: ' "$HX_TMP/console-1.log" | grep -E 'Oops|BUG|RIP: 0010|homa_|Kernel panic' | head -n 12 |
+        grep -m1 -A30 -E 'Oops|BUG: |Kernel panic' "$HX_TMP/console-1.log" | grep -E 'Oops|BUG|RIP: 0010|homa_|Kernel panic' | head -n 12 |
             sed 's/^/  [vm-console] /'
         cp "$HX_TMP/console-1.log" "$HX_TMP/console-1.attempt$n.log"
         FAILS=$((fails0 + HARD_FAILS - hard0))
@@ -361,7 +361,11 @@ soak_attempt() {
     local cp=$LP_PID
     # --stall-s: a kernel RPC that never completes fails the check (with the
     # module's view of it) instead of hanging the test.
-    hx_vm 1 "khoma_peer client --server 10.77.0.1:5000 --lens 100,1500,9000,60000,250000 --inflight 8 --seconds $secs --stall-s 45" $((secs + 150)) |
+    # HX_SOAK_CRASH=N (a test of this harness): crash the VM's kernel on
+    # purpose 3 s into each of the first N attempts.
+    local crash=
+    ((n <= ${HX_SOAK_CRASH:-0})) && crash="(sleep 3; echo c >/proc/sysrq-trigger) & "
+    hx_vm 1 "${crash}khoma_peer client --server 10.77.0.1:5000 --lens 100,1500,9000,60000,250000 --inflight 8 --seconds $secs --stall-s 45" $((secs + 150)) |
         tee "$HX_TMP/kclient.log" | sed 's/^/  [kclient] /'
     local krc=${PIPESTATUS[0]}
     check "kernel -> libhoma: 8 in flight for ${secs} s, every payload verified" eq "$krc" 0
