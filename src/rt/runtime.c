@@ -37,6 +37,7 @@
 
 #include "io/io.h"
 #include "rt/daemon_client.h"
+#include "rt/driven.h"
 
 #define TX_PULL 64 /* packets per homa_engine_pull */
 /* Payload bytes one transmission may send before it returns.  A thread
@@ -158,6 +159,12 @@ struct homa_runtime {
     homa_driver_counters extra; /* runtime-level, and closed sockets' */
 
     struct homa_dc *dc; /* daemon mode (docs/homad.md): everything goes to homad */
+
+    /* Driven mode (rt/driven.h): no background thread; one caller thread
+     * runs the receive path, the timers and the pacer. */
+    int driven;
+    homa_rt_ready_fn ready_fn;
+    void *ready_ctx;
 };
 
 #define RT_CTR_ADD(rt, field, n)                                                                   \
@@ -255,6 +262,7 @@ static void rt_ready(void *ctx, uint16_t port)
     homa_socket *s = rt->port_map[port];
     if (s == NULL) return;
     s->ready_gen++;
+    if (rt->ready_fn != NULL) rt->ready_fn(rt->ready_ctx, port);
     for (struct waiter *w = rt->waiters; w != NULL; w = w->next) {
         if (w->sock != s) continue;
         if (w->sleeping)
@@ -886,7 +894,31 @@ int homa_runtime_connect(const char *socket_path, homa_runtime **out)
     return rt_connect(socket_path, 50, out);
 }
 
+static int rt_create(const homa_runtime_options *opts_in, int driven, homa_runtime **out);
+
 int homa_runtime_create(const homa_runtime_options *opts_in, homa_runtime **out)
+{
+    return rt_create(opts_in, 0, out);
+}
+
+int homa_rt_create_driven(const homa_runtime_options *opts, homa_rt_ready_fn ready, void *ctx,
+                          homa_runtime **out)
+{
+    homa_runtime_options o;
+    if (opts != NULL)
+        o = *opts;
+    else
+        homa_runtime_options_default(&o);
+    o.flags |= HOMA_RT_EMBEDDED;
+    int rc = rt_create(&o, 1, out);
+    if (rc == 0) {
+        (*out)->ready_fn = ready;
+        (*out)->ready_ctx = ctx;
+    }
+    return rc;
+}
+
+static int rt_create(const homa_runtime_options *opts_in, int driven, homa_runtime **out)
 {
     homa_runtime_options o;
     if (opts_in != NULL)
@@ -957,6 +989,7 @@ int homa_runtime_create(const homa_runtime_options *opts_in, homa_runtime **out)
     rt->io_opts.place_ctx = rt;
     rt->epfd = -1;
     rt->wake_efd = -1;
+    rt->driven = driven;
     pthread_mutex_init(&rt->lock, NULL);
     cond_init_mono(&rt->bg_cond);
     cond_init_mono(&rt->state_cond);
@@ -982,6 +1015,12 @@ int homa_runtime_create(const homa_runtime_options *opts_in, homa_runtime **out)
     rt->wake_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     rc = HOMA_ERR_IO;
     if (rt->epfd < 0 || rt->wake_efd < 0) goto fail;
+    if (driven) {
+        /* The caller's epoll set holds rt->epfd: only input may make it
+         * readable (nobody here sleeps on wake_efd). */
+        *out = rt;
+        return 0;
+    }
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
     if (epoll_ctl(rt->epfd, EPOLL_CTL_ADD, rt->wake_efd, &ev) != 0) goto fail;
     if (pthread_create(&rt->bg, NULL, bg_main, rt) != 0) goto fail;
@@ -1141,6 +1180,36 @@ const char *homa_driver_counter_desc(size_t i)
     return i < homa_driver_counter_count() ? drv_descs[i] : NULL;
 }
 
+/* ------------------------------------------------------- driven mode */
+
+int homa_rt_drive_fd(homa_runtime *rt)
+{
+    return rt->driven ? rt->epfd : HOMA_ERR_STATE;
+}
+
+int homa_rt_drive(homa_runtime *rt)
+{
+    if (!rt->driven) return HOMA_ERR_STATE;
+    pthread_mutex_lock(&rt->lock);
+    /* The caller is the token holder for the length of the pass. */
+    rt->poller = POLLER_BG;
+    int n = poll_pass(rt);
+    run_timers(rt, now_ns());
+    if (rt->tx_more && !rt->tx_busy) n++;
+    rt->poller = POLLER_NONE;
+    pthread_mutex_unlock(&rt->lock);
+    return n;
+}
+
+uint64_t homa_rt_drive_deadline(homa_runtime *rt)
+{
+    if (!rt->driven) return UINT64_MAX;
+    pthread_mutex_lock(&rt->lock);
+    uint64_t d = rt->tx_more ? 0 : min_u64(timer_deadline(rt), driver_deadline(rt));
+    pthread_mutex_unlock(&rt->lock);
+    return d;
+}
+
 /* -------------------------------------------------------------- sockets */
 
 static void req_free_all(homa_socket *s);
@@ -1285,6 +1354,7 @@ int homa_socket_linger(homa_socket *s, int64_t timeout_ns)
     if (s == NULL || (timeout_ns < 0 && timeout_ns != HOMA_FOREVER)) return HOMA_ERR_INVAL;
     homa_runtime *rt = s->rt;
     if (rt->dc != NULL) return homa_dc_linger(s->dcs, timeout_ns);
+    if (rt->driven && timeout_ns != 0) return HOMA_ERR_STATE; /* rt/driven.h */
     uint64_t deadline = timeout_ns == HOMA_FOREVER ? UINT64_MAX : now_ns() + (uint64_t)timeout_ns;
     for (;;) {
         pthread_mutex_lock(&rt->lock);
@@ -1604,6 +1674,7 @@ int homa_recv(homa_socket *s, unsigned flags, uint64_t id, int64_t timeout_ns, h
         return HOMA_ERR_INVAL;
     homa_runtime *rt = s->rt;
     if (rt->dc != NULL) return homa_dc_recv(s->dcs, flags, id, timeout_ns, msg);
+    if (rt->driven && timeout_ns != 0) return HOMA_ERR_STATE; /* rt/driven.h */
     memset(msg, 0, sizeof(*msg));
     uint64_t start = now_ns();
     uint64_t deadline = timeout_ns < 0 ? UINT64_MAX : start + (uint64_t)timeout_ns;
@@ -1614,7 +1685,7 @@ int homa_recv(homa_socket *s, unsigned flags, uint64_t id, int64_t timeout_ns, h
         return HOMA_ERR_SHUTDOWN;
     }
     int rc = try_recv(rt, s, flags, id, msg);
-    if (rc == HOMA_ERR_AGAIN && timeout_ns == 0 && rt->poller == POLLER_NONE) {
+    if (rc == HOMA_ERR_AGAIN && timeout_ns == 0 && rt->poller == POLLER_NONE && !rt->driven) {
         /* Non-blocking: one quick pass over the sockets if nobody else is
          * polling, so a caller that polls in a loop still makes progress. */
         struct waiter w = {.sock = s};

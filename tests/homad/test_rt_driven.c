@@ -1,0 +1,170 @@
+/* The driven runtime (src/rt/driven.h) that homad runs: no background
+ * thread; the test's thread reads the UDP sockets, runs the timers and
+ * takes the messages the ready callback names, as homad's main loop does.
+ * Loopback only. */
+#include <poll.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "rt/driven.h"
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+struct ready_log {
+    int calls;
+    uint16_t last;
+    unsigned seen[4];
+    uint16_t ports[4];
+};
+
+static void on_ready(void *ctx, uint16_t port)
+{
+    struct ready_log *l = ctx;
+    l->calls++;
+    l->last = port;
+    for (int i = 0; i < 4; i++)
+        if (l->ports[i] == port) l->seen[i]++;
+}
+
+static homa_runtime *make(struct ready_log *log)
+{
+    homa_runtime_options o;
+    homa_runtime_options_default(&o);
+    o.flags |= HOMA_RT_IGNORE_ENV;
+    homa_runtime *rt = NULL;
+    assert_int_equal(homa_rt_create_driven(&o, on_ready, log, &rt), 0);
+    return rt;
+}
+
+/* Drives the runtime until the socket has a message for us (or 5 s).  The
+ * drive fd must be readable whenever a drive finds input. */
+static int drive_until(homa_runtime *rt, struct ready_log *log, int idx, homa_socket *s,
+                       homa_msg *m)
+{
+    uint64_t end = mono_ns() + 5000000000ull;
+    while (mono_ns() < end) {
+        struct pollfd p = {.fd = homa_rt_drive_fd(rt), .events = POLLIN};
+        uint64_t due = homa_rt_drive_deadline(rt);
+        uint64_t now = mono_ns();
+        int ms = due == UINT64_MAX ? 100 : due <= now ? 0 : (int)((due - now) / 1000000 + 1);
+        if (ms > 100) ms = 100;
+        poll(&p, 1, ms);
+        homa_rt_drive(rt);
+        if (log->seen[idx] > 0) {
+            int rc = homa_recv(s, HOMA_RECV_ANY, 0, HOMA_NONBLOCK, m);
+            if (rc != HOMA_ERR_AGAIN) return rc;
+            log->seen[idx] = 0;
+        }
+    }
+    return HOMA_ERR_AGAIN;
+}
+
+static void driven__echo_through_one_thread(void **state)
+{
+    (void)state;
+    struct ready_log log;
+    memset(&log, 0, sizeof(log));
+    homa_runtime *rt = make(&log);
+    assert_true(homa_rt_drive_fd(rt) >= 0);
+    /* Nothing to do: no deadline, no work. */
+    assert_int_equal(homa_rt_drive(rt), 0);
+    assert_true(homa_rt_drive_deadline(rt) == UINT64_MAX);
+
+    homa_socket *srv, *cli;
+    assert_int_equal(homa_socket_open(rt, 0, &srv), 0);
+    assert_int_equal(homa_socket_open(rt, 0, &cli), 0);
+    log.ports[0] = homa_socket_port(srv);
+    log.ports[1] = homa_socket_port(cli);
+    homa_endpoint dst;
+    assert_int_equal(homa_endpoint_from_host("127.0.0.1", homa_socket_port(srv), &dst), 0);
+
+    /* Nobody else drives the engine: a blocking or timed wait is refused. */
+    homa_msg m;
+    assert_int_equal(homa_recv(srv, HOMA_RECV_ANY, 0, HOMA_FOREVER, &m), HOMA_ERR_STATE);
+    assert_int_equal(homa_recv(srv, HOMA_RECV_ANY, 0, 1000, &m), HOMA_ERR_STATE);
+    assert_int_equal(homa_socket_linger(srv, HOMA_FOREVER), HOMA_ERR_STATE);
+    /* A non-blocking recv never reads the sockets in this mode. */
+    assert_int_equal(homa_recv(srv, HOMA_RECV_ANY, 0, HOMA_NONBLOCK, &m), HOMA_ERR_AGAIN);
+
+    for (size_t len = 1; len <= 1000000; len *= 100) {
+        uint8_t *buf = malloc(len);
+        assert_non_null(buf);
+        for (size_t i = 0; i < len; i++)
+            buf[i] = (uint8_t)(i * 7 + len);
+        uint64_t id = 0;
+        assert_int_equal(homa_send(cli, &dst, buf, len, 42, &id), 0);
+        /* A live RPC: the engine's timers now have a deadline. */
+        assert_true(homa_rt_drive_deadline(rt) != UINT64_MAX);
+        /* Not read yet: the request waits in the server's UDP socket
+         * until someone drives. */
+        assert_int_equal(homa_recv(srv, HOMA_RECV_ANY, 0, HOMA_NONBLOCK, &m), HOMA_ERR_AGAIN);
+        assert_int_equal(drive_until(rt, &log, 0, srv, &m), 0);
+        assert_true(m.is_request);
+        assert_int_equal(m.length, len);
+        assert_memory_equal(m.data, buf, len);
+        assert_int_equal(homa_reply_msg(srv, &m, m.data, m.length), 0);
+        homa_release(srv, &m);
+        homa_msg r;
+        assert_int_equal(drive_until(rt, &log, 1, cli, &r), 0);
+        assert_false(r.is_request);
+        assert_int_equal(r.id, id);
+        assert_int_equal(r.cookie, 42);
+        assert_int_equal(r.length, len);
+        assert_memory_equal(r.data, buf, len);
+        homa_release(cli, &r);
+        free(buf);
+    }
+    assert_true(log.calls >= 6);
+
+    /* A request to a port nobody has fails through the same callback. */
+    homa_endpoint nobody = dst;
+    homa_socket *tmp;
+    assert_int_equal(homa_socket_open(rt, 0, &tmp), 0);
+    nobody.port = homa_socket_port(tmp);
+    homa_socket_close(tmp);
+    uint64_t id = 0;
+    assert_int_equal(homa_send(cli, &nobody, "x", 1, 0, &id), 0);
+    log.seen[1] = 0;
+    int rc = drive_until(rt, &log, 1, cli, &m);
+    assert_true(rc != 0 && rc != HOMA_ERR_AGAIN);
+    assert_int_equal(m.id, id);
+
+    homa_socket_close(srv);
+    homa_socket_close(cli);
+    homa_runtime_destroy(rt);
+}
+
+static void driven__not_on_a_threaded_runtime(void **state)
+{
+    (void)state;
+    homa_runtime_options o;
+    homa_runtime_options_default(&o);
+    o.flags |= HOMA_RT_IGNORE_ENV;
+    homa_runtime *rt;
+    assert_int_equal(homa_runtime_create(&o, &rt), 0);
+    assert_int_equal(homa_rt_drive_fd(rt), HOMA_ERR_STATE);
+    assert_int_equal(homa_rt_drive(rt), HOMA_ERR_STATE);
+    assert_true(homa_rt_drive_deadline(rt) == UINT64_MAX);
+    homa_runtime_destroy(rt);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(driven__echo_through_one_thread),
+        cmocka_unit_test(driven__not_on_a_threaded_runtime),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
