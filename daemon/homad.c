@@ -390,6 +390,7 @@ static int exec_cmd(struct client *c, const struct homad_cmd *cmd, struct homad_
     case HOMAD_OP_COUNTERS: {
         struct homad_ctrs *k = c->v.ctrs;
         homa_runtime_counters(rt, &k->engine, &k->driver);
+        homa_runtime_cutoffs(rt, &k->cutoffs);
         c->pc.ports_open = c->nports;
         c->pc.rpcs_live = c->rpcs;
         c->pc.rx_slots_held = c->rx.held;

@@ -566,6 +566,19 @@ long homa_dc_stats(struct homa_dc *dc, void *buf, size_t cap)
     return rc;
 }
 
+int homa_dc_cutoffs(struct homa_dc *dc, homa_cutoffs *out)
+{
+    /* COUNTERS also writes the cutoffs into the counters area. */
+    struct homad_cmd c;
+    memset(&c, 0, sizeof(c));
+    c.op = HOMAD_OP_COUNTERS;
+    pthread_mutex_lock(&dc->lock);
+    int rc = do_cmd(dc, &c, NULL, NULL);
+    if (rc == 0) memcpy(out, &dc->v.ctrs->cutoffs, sizeof(*out));
+    pthread_mutex_unlock(&dc->lock);
+    return rc;
+}
+
 /* --------------------------------------------------------------- sockets */
 
 int homa_dc_open(struct homa_dc *dc, const homa_endpoint *local, struct homa_dcsock **out,

@@ -1150,7 +1150,8 @@ int homa_runtime_set_faults(homa_runtime *rt, const homa_faults *faults)
 void homa_runtime_cutoffs(homa_runtime *rt, homa_cutoffs *out)
 {
     if (rt->dc != NULL) {
-        memset(out, 0, sizeof(*out)); /* not yet available from homad */
+        /* The host engine's, from homad; zeros if homad is gone. */
+        if (homa_dc_cutoffs(rt->dc, out) != 0) memset(out, 0, sizeof(*out));
         return;
     }
     pthread_mutex_lock(&rt->lock);
