@@ -9,8 +9,8 @@
  * crosses no thread inside homad.  It busy-polls for busy_poll_us after
  * the last piece of work, then sleeps in epoll on the listening socket,
  * the processes' unix sockets (hang-up = the process died), their command
- * eventfds and the runtime's epoll fd (input on any UDP socket), until the
- * engine's next deadline. */
+ * eventfds and the Homa sockets' UDP fds, until the engine's next
+ * deadline. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -33,7 +33,12 @@
 #include "rt/driven.h"
 #include "rt/homad_proto.h"
 
-enum { EV_LISTEN = 1, EV_CONN, EV_CMD, EV_ENGINE };
+enum { EV_LISTEN = 1, EV_CONN, EV_CMD };
+
+/* A Homa socket's UDP fd in the epoll set: data.u64 is UDP_EV | port (no
+ * pointer: the socket may be closed before the event is looked at).  User
+ * space pointers never have the top bit set. */
+#define UDP_EV (1ull << 63)
 
 #define HANDSHAKE_NS 1000000000ull /* a new connection has 1 s to say HELLO */
 
@@ -93,8 +98,21 @@ static struct client *clients;
 static uint32_t nclients;
 static volatile sig_atomic_t stop_flag;
 static struct evsrc listen_ev = {EV_LISTEN, NULL};
-static struct evsrc engine_ev = {EV_ENGINE, NULL};
 static struct dsock *by_port[65536]; /* the engine's ports are unique */
+
+/* Ports to read in this pass: those epoll found readable, and those of
+ * local sockets that a command just sent to (over loopback the packet is
+ * in the socket by the time sendmsg returns: reading it now saves a trip
+ * around the loop). */
+static uint16_t rd_ports[128];
+static int n_rd_ports;
+
+static void read_port(uint16_t port)
+{
+    for (int i = 0; i < n_rd_ports; i++)
+        if (rd_ports[i] == port) return;
+    if (n_rd_ports < (int)(sizeof(rd_ports) / sizeof(rd_ports[0]))) rd_ports[n_rd_ports++] = port;
+}
 
 /* rt/driven.h: the engine has something for `port` (runtime lock held). */
 static void on_ready(void *ctx, uint16_t port)
@@ -127,6 +145,7 @@ static void close_dsock(struct client *c, struct dsock *d)
         }
     }
     by_port[d->port] = NULL;
+    epoll_ctl(epfd, EPOLL_CTL_DEL, homa_rt_socket_fd(d->s), NULL);
     /* Closing aborts the socket's RPCs and frees its messages. */
     homa_socket_close(d->s);
     if (d->efd >= 0) close(d->efd);
@@ -305,8 +324,15 @@ static int cmd_open(struct client *c, const struct homad_cmd *cmd, struct homad_
         free(d);
         return rc;
     }
-    d->c = c;
     d->port = homa_socket_port(d->s);
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = UDP_EV | d->port};
+    int fd = homa_rt_socket_fd(d->s);
+    if (fd < 0 || epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        homa_socket_close(d->s);
+        free(d);
+        return HOMA_ERR_IO;
+    }
+    d->c = c;
     by_port[d->port] = d;
     d->next = c->socks;
     c->socks = d;
@@ -358,6 +384,7 @@ static int exec_cmd(struct client *c, const struct homad_cmd *cmd, struct homad_
         homa_endpoint dst = {.addr = cmd->addr, .port = cmd->peer_port};
         uint64_t id = 0;
         e->result = homa_send(d->s, &dst, slot, cmd->len, cmd->cookie, &id);
+        if (e->result == 0 && by_port[cmd->peer_port] != NULL) read_port(cmd->peer_port);
         if (e->result == 0) {
             e->id = id;
             e->port = d->port;
@@ -371,6 +398,7 @@ static int exec_cmd(struct client *c, const struct homad_cmd *cmd, struct homad_
     case HOMAD_OP_REPLY: {
         homa_endpoint peer = {.addr = cmd->addr, .port = cmd->peer_port};
         e->result = homa_reply_to(d->s, &peer, cmd->id, slot, cmd->len);
+        if (e->result == 0 && by_port[cmd->peer_port] != NULL) read_port(cmd->peer_port);
         if (e->result == 0) {
             c->pc.replies_sent++;
             c->pc.bytes_sent += cmd->len;
@@ -711,9 +739,7 @@ int main(int argc, char **argv)
         return 1;
     }
     struct epoll_event lev = {.events = EPOLLIN, .data.ptr = &listen_ev};
-    struct epoll_event eev = {.events = EPOLLIN, .data.ptr = &engine_ev};
-    if (epoll_ctl(epfd, EPOLL_CTL_ADD, lfd, &lev) != 0 ||
-        epoll_ctl(epfd, EPOLL_CTL_ADD, homa_rt_drive_fd(rt), &eev) != 0) {
+    if (epoll_ctl(epfd, EPOLL_CTL_ADD, lfd, &lev) != 0) {
         fprintf(stderr, "homad: epoll: %s\n", strerror(errno));
         close(lfd);
         unlink(opts.socket_path);
@@ -769,8 +795,12 @@ int main(int argc, char **argv)
         }
         for (struct client *c = clients; c != NULL; c = c->next)
             if (c->ready) __atomic_store_n(&c->v.ctrl->daemon_sleeping, 0, __ATOMIC_RELAXED);
-        int input = 0;
+        n_rd_ports = 0;
         for (int i = 0; i < n; i++) {
+            if (evs[i].data.u64 & UDP_EV) {
+                read_port((uint16_t)evs[i].data.u64);
+                continue;
+            }
             struct evsrc *src = evs[i].data.ptr;
             if (src->type == EV_LISTEN) {
                 accept_all(lfd);
@@ -780,8 +810,6 @@ int main(int argc, char **argv)
                 uint64_t v;
                 ssize_t r = read(((struct client *)src->p)->cmd_efd, &v, sizeof(v));
                 (void)r;
-            } else if (src->type == EV_ENGINE) {
-                input = 1;
             }
         }
         int work = 0, ran = 0;
@@ -791,9 +819,10 @@ int main(int argc, char **argv)
             ran += run_commands(c);
         }
         work += ran;
-        /* What the commands sent to a local process is most likely in its
-         * UDP socket already (loopback): read it in this same pass. */
-        if (input || ran > 0 || homa_rt_drive_deadline(rt) <= now_ns()) work += homa_rt_drive(rt);
+        /* Only the sockets epoll found readable, and those the commands
+         * just sent to, are read. */
+        if (n_rd_ports > 0 || homa_rt_drive_deadline(rt) <= now_ns())
+            work += homa_rt_drive_ports(rt, rd_ports, n_rd_ports);
         for (struct client *c = clients; c != NULL; c = c->next) {
             if (!c->ready || c->dead) continue;
             work += deliver(c);

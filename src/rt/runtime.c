@@ -484,14 +484,22 @@ static void poll_snapshot(homa_runtime *rt)
  * the engine, transmits what that produced.  Called by the token holder
  * with rt->lock held (dropped around system calls).  Returns the number of
  * packets received. */
+static int poll_socks(homa_runtime *rt, homa_io_sock *const *list, int n_socks);
+
 static int poll_pass(homa_runtime *rt)
+{
+    poll_snapshot(rt);
+    return poll_socks(rt, rt->poll_list, rt->poll_n);
+}
+
+/* The same over the sockets of `list` only (driven mode: those that epoll
+ * said are readable, the others being empty). */
+static int poll_socks(homa_runtime *rt, homa_io_sock *const *list, int n_socks)
 {
     int total = 0;
     int backlog = 0;
-    poll_snapshot(rt);
-    int n_socks = rt->poll_n;
     for (int k = 0; k < n_socks; k++) {
-        homa_io_sock *io = rt->poll_list[k];
+        homa_io_sock *io = list[k];
         int got = 0;
         uint64_t bytes = 0, untx = 0;
         while (got < RX_BUDGET && bytes < RX_BYTES_BUDGET) {
@@ -1200,6 +1208,40 @@ int homa_rt_drive(homa_runtime *rt)
     rt->poller = POLLER_NONE;
     pthread_mutex_unlock(&rt->lock);
     return n;
+}
+
+int homa_rt_drive_ports(homa_runtime *rt, const uint16_t *ports, int n)
+{
+    if (!rt->driven || n < 0) return HOMA_ERR_STATE;
+    homa_io_sock *ios[64];
+    int k = 0;
+    pthread_mutex_lock(&rt->lock);
+    rt->poller = POLLER_BG;
+    int got = 0;
+    for (int i = 0; i <= n; i++) {
+        if (k == 64 || (i == n && k > 0)) {
+            got += poll_socks(rt, ios, k);
+            k = 0;
+        }
+        if (i == n) break;
+        homa_socket *s = rt->port_map[ports[i]];
+        if (s == NULL) continue; /* closed since */
+        int dup = 0;
+        for (int j = 0; j < k; j++)
+            dup |= ios[j] == s->io;
+        if (!dup) ios[k++] = s->io;
+    }
+    if (n == 0 && rt->tx_more && !rt->tx_busy) tx_run(rt, TX_POLL_BUDGET);
+    run_timers(rt, now_ns());
+    if (rt->tx_more && !rt->tx_busy) got++;
+    rt->poller = POLLER_NONE;
+    pthread_mutex_unlock(&rt->lock);
+    return got;
+}
+
+int homa_rt_socket_fd(homa_socket *s)
+{
+    return s->rt->driven ? s->rt->io->fd(s->io) : HOMA_ERR_STATE;
 }
 
 uint64_t homa_rt_drive_deadline(homa_runtime *rt)
