@@ -33,9 +33,10 @@ int homa_rt_drive_fd(homa_runtime *rt);
  * the number of packets read plus 1 if transmission stopped at its budget
  * (so 0: nothing happened and nothing is left to do now). */
 int homa_rt_drive(homa_runtime *rt);
-/* The same over the sockets of `ports` only (those whose fd epoll found
- * readable; a port closed since is skipped); n = 0: only the timers and
- * what a transmission left. */
+/* The same over the sockets of `ports` only: those whose fd epoll found
+ * readable (a port closed since is skipped); the caller promises that the
+ * others were empty, so the engine timers do not wait for their input.
+ * n = 0: only the timers and what a transmission left. */
 int homa_rt_drive_ports(homa_runtime *rt, const uint16_t *ports, int n);
 /* The UDP socket's fd, for the caller's epoll set (readable while it has
  * input); HOMA_ERR_STATE if the runtime is not driven. */
