@@ -165,6 +165,8 @@ struct homa_runtime {
     int driven;
     homa_rt_ready_fn ready_fn;
     void *ready_ctx;
+    uint8_t *local_buf; /* a packet to one of our own loopback ports (tx_local) */
+    size_t local_cap;
 };
 
 #define RT_CTR_ADD(rt, field, n)                                                                   \
@@ -351,6 +353,70 @@ static void tx_handoff(homa_runtime *rt)
     pthread_cond_signal(&rt->bg_cond);
 }
 
+/* ------------------------------------------------------------ loopback */
+
+static int addr_is(const homa_addr *a, const uint8_t *b)
+{
+    return memcmp(a->bytes, b, 16) == 0;
+}
+
+static const uint8_t v6_any[16];
+static const uint8_t v4_any[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 0, 0};
+static const uint8_t v6_lo[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+static const uint8_t v4_lo[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1};
+
+/* Would the kernel deliver a datagram from socket s to `dst` (127.0.0.1
+ * or ::1), and does it see it coming from `dst` (a socket bound to the
+ * wildcard, or to dst itself)? */
+static int loop_ok(const homa_socket *s, const homa_addr *dst)
+{
+    const homa_addr *a = &s->local.addr;
+    return addr_is(a, v6_any) || addr_is(a, dst->bytes) ||
+           (addr_is(a, v4_any) && addr_is(dst, v4_lo));
+}
+
+/* Driven mode: a packet from one of our sockets to another over loopback
+ * (homad: one local process to another) goes straight back into the
+ * engine, as the kernel would have delivered it, without the two system
+ * calls and two kernel copies.  Not with fault injection or a capture,
+ * which act in the driver.  Lock held. */
+static homa_socket *tx_local_dst(homa_runtime *rt, const homa_pkt_out *p)
+{
+    if (!rt->driven || rt->pcap != NULL || rt->io_opts.faults != NULL || rt->io != &homa_udp_ops)
+        return NULL;
+    if (!addr_is(&p->dst, v4_lo) && !addr_is(&p->dst, v6_lo)) return NULL;
+    homa_socket *from = rt->port_map[p->sport], *to = rt->port_map[p->dport];
+    if (from == NULL || to == NULL || !loop_ok(from, &p->dst) || !loop_ok(to, &p->dst)) return NULL;
+    return to;
+}
+
+/* Hands a pulled packet to the engine as received (before
+ * homa_engine_pull_done: its payload is still valid).  A DATA payload is
+ * placed straight into its message (one copy) when the engine can.
+ * Lock held. */
+static void tx_local(homa_runtime *rt, uint64_t now, const homa_pkt_out *p)
+{
+    size_t len = (size_t)p->hdr_len + p->payload_len;
+    homa_addr src = p->dst; /* the kernel's source for 127.0.0.1 / ::1 */
+    if (p->payload_len > 0 && p->hdr_len == HOMA_IO_PLACED_HDR) {
+        uint8_t *dst = NULL;
+        if (homa_engine_place_begin(rt->eng, now, &src, p->hdr, p->hdr_len, len, &dst) == 0) {
+            memcpy(dst, p->payload, p->payload_len);
+            homa_engine_place_end(rt->eng, now, p->hdr, p->hdr_len, len);
+            return;
+        }
+    }
+    if (len > rt->local_cap) {
+        uint8_t *b = realloc(rt->local_buf, len);
+        if (b == NULL) return; /* lost, as on a full socket: the engine resends */
+        rt->local_buf = b;
+        rt->local_cap = len;
+    }
+    memcpy(rt->local_buf, p->hdr, p->hdr_len);
+    if (p->payload_len > 0) memcpy(rt->local_buf + p->hdr_len, p->payload, p->payload_len);
+    homa_engine_input_at(rt->eng, now, now, &src, rt->local_buf, len);
+}
+
 /* Pulls packets from the engine and transmits them until it has nothing
  * more to send now or `budget` bytes went out (then tx_more is set).
  * Called with rt->lock held; drops it around the system calls.  If another
@@ -380,9 +446,16 @@ static void tx_run(homa_runtime *rt, uint64_t budget)
         /* Resolve each run of packets to its socket while locked: the
          * socket can't go away until tx_busy is cleared. */
         homa_io_sock *ios[TX_PULL];
+        uint8_t local[TX_PULL];
+        int nlocal = 0;
         for (int i = 0; i < n; i++) {
             homa_socket *s = rt->port_map[rt->tx_pkts[i].sport];
             ios[i] = s ? s->io : NULL;
+            local[i] = ios[i] != NULL && tx_local_dst(rt, &rt->tx_pkts[i]) != NULL;
+            if (local[i]) {
+                ios[i] = NULL; /* not sent */
+                nlocal++;
+            }
             sent += rt->tx_pkts[i].payload_len + rt->tx_pkts[i].hdr_len;
         }
         pthread_mutex_unlock(&rt->lock);
@@ -395,6 +468,8 @@ static void tx_run(homa_runtime *rt, uint64_t budget)
             i = j;
         }
         pthread_mutex_lock(&rt->lock);
+        for (int k = 0; k < n && nlocal > 0; k++)
+            if (local[k]) tx_local(rt, now, &rt->tx_pkts[k]);
         homa_engine_pull_done(rt->eng);
     }
     if (rt->io_opts.faults != NULL) tx_flush_held(rt);
@@ -1092,6 +1167,7 @@ void homa_runtime_destroy(homa_runtime *rt)
     close(rt->wake_efd);
     if (rt->pcap != NULL) homa_pcap_close(rt->pcap);
     if (rt->poll_list != rt->poll_io) free(rt->poll_list);
+    free(rt->local_buf);
     pthread_cond_destroy(&rt->bg_cond);
     pthread_cond_destroy(&rt->state_cond);
     pthread_mutex_destroy(&rt->lock);
