@@ -100,10 +100,11 @@ static volatile sig_atomic_t stop_flag;
 static struct evsrc listen_ev = {EV_LISTEN, NULL};
 static struct dsock *by_port[65536]; /* the engine's ports are unique */
 
-/* Ports to read in this pass: those epoll found readable, and those of
- * local sockets that a command just sent to (over loopback the packet is
- * in the socket by the time sendmsg returns: reading it now saves a trip
- * around the loop). */
+/* Ports to read in this pass: those epoll found readable.  (What a command
+ * sends to another local socket over loopback never reaches the kernel:
+ * the runtime hands it back to the engine, tx_local in src/rt/runtime.c.
+ * With fault injection or a capture it does go through the kernel, and
+ * the next epoll_wait, without sleep since there was work, sees it.) */
 static uint16_t rd_ports[128];
 static int n_rd_ports;
 
@@ -384,7 +385,6 @@ static int exec_cmd(struct client *c, const struct homad_cmd *cmd, struct homad_
         homa_endpoint dst = {.addr = cmd->addr, .port = cmd->peer_port};
         uint64_t id = 0;
         e->result = homa_send(d->s, &dst, slot, cmd->len, cmd->cookie, &id);
-        if (e->result == 0 && by_port[cmd->peer_port] != NULL) read_port(cmd->peer_port);
         if (e->result == 0) {
             e->id = id;
             e->port = d->port;
@@ -398,7 +398,6 @@ static int exec_cmd(struct client *c, const struct homad_cmd *cmd, struct homad_
     case HOMAD_OP_REPLY: {
         homa_endpoint peer = {.addr = cmd->addr, .port = cmd->peer_port};
         e->result = homa_reply_to(d->s, &peer, cmd->id, slot, cmd->len);
-        if (e->result == 0 && by_port[cmd->peer_port] != NULL) read_port(cmd->peer_port);
         if (e->result == 0) {
             c->pc.replies_sent++;
             c->pc.bytes_sent += cmd->len;
@@ -819,8 +818,7 @@ int main(int argc, char **argv)
             ran += run_commands(c);
         }
         work += ran;
-        /* Only the sockets epoll found readable, and those the commands
-         * just sent to, are read. */
+        /* Only the sockets epoll found readable are read. */
         if (n_rd_ports > 0 || homa_rt_drive_deadline(rt) <= now_ns())
             work += homa_rt_drive_ports(rt, rd_ports, n_rd_ports);
         for (struct client *c = clients; c != NULL; c = c->next) {
