@@ -189,6 +189,57 @@ static void driven__echo_through_one_thread(void **state)
     homa_runtime_destroy(rt);
 }
 
+/* With fault injection the packets go through the driver (and the kernel)
+ * as before, the faults apply, and the driver's held packets give the
+ * caller deadlines to drive at. */
+static void driven__faults_go_through_the_kernel(void **state)
+{
+    by_ports = *state != NULL;
+    struct ready_log log;
+    memset(&log, 0, sizeof(log));
+    homa_runtime_options o;
+    homa_runtime_options_default(&o);
+    o.flags |= HOMA_RT_IGNORE_ENV;
+    o.faults.delay = 1.0; /* every packet held back 300 us on send */
+    o.faults.delay_us = 300;
+    o.faults.dirs = HOMA_FAULT_TX;
+    homa_runtime *rt = NULL;
+    assert_int_equal(homa_rt_create_driven(&o, on_ready, &log, &rt), 0);
+    homa_socket *srv, *cli;
+    assert_int_equal(homa_socket_open(rt, 0, &srv), 0);
+    assert_int_equal(homa_socket_open(rt, 0, &cli), 0);
+    socks[0] = srv;
+    socks[1] = cli;
+    log.ports[0] = homa_socket_port(srv);
+    log.ports[1] = homa_socket_port(cli);
+    homa_endpoint dst;
+    assert_int_equal(homa_endpoint_from_host("127.0.0.1", homa_socket_port(srv), &dst), 0);
+    homa_driver_counters d0, d1;
+    homa_runtime_counters(rt, NULL, &d0);
+    uint64_t t0 = mono_ns();
+    uint64_t id = 0;
+    assert_int_equal(homa_send(cli, &dst, "hello", 5, 0, &id), 0);
+    /* Held by the driver, not handed back to the engine. */
+    assert_int_equal(log.seen[0], 0);
+    assert_true(homa_rt_drive_deadline(rt) <= mono_ns() + 1000000);
+    homa_msg m;
+    assert_int_equal(drive_until(rt, &log, 0, srv, &m), 0);
+    assert_true(mono_ns() - t0 >= 200000);
+    assert_int_equal(m.length, 5);
+    assert_int_equal(homa_reply_msg(srv, &m, "world", 5), 0);
+    homa_release(srv, &m);
+    homa_msg r;
+    assert_int_equal(drive_until(rt, &log, 1, cli, &r), 0);
+    assert_int_equal(r.id, id);
+    assert_memory_equal(r.data, "world", 5);
+    homa_release(cli, &r);
+    homa_runtime_counters(rt, NULL, &d1);
+    assert_true(d1.send_syscalls >= d0.send_syscalls + 2);
+    homa_socket_close(srv);
+    homa_socket_close(cli);
+    homa_runtime_destroy(rt);
+}
+
 static void driven__not_on_a_threaded_runtime(void **state)
 {
     (void)state;
@@ -209,6 +260,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_prestate(driven__echo_through_one_thread, NULL),
         cmocka_unit_test_prestate(driven__echo_through_one_thread, (void *)1),
+        cmocka_unit_test_prestate(driven__faults_go_through_the_kernel, NULL),
+        cmocka_unit_test_prestate(driven__faults_go_through_the_kernel, (void *)1),
         cmocka_unit_test(driven__not_on_a_threaded_runtime),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
