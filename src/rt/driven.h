@@ -1,11 +1,16 @@
 /* A runtime without its background thread, driven by one caller thread
  * (homad, docs/homad.md "One thread").  Internal: not in libhoma.so.
  *
- * The caller owns the only thread that touches the runtime.  It puts
- * homa_rt_drive_fd() (an epoll fd over every UDP socket of the runtime,
- * readable when one of them has input) into its own epoll set, and calls
- * homa_rt_drive() when that fd is readable, after it sent something, and
- * when homa_rt_drive_deadline() has passed.  The engine tells it which
+ * The caller owns the only thread that touches the runtime.  Either it
+ * puts homa_rt_drive_fd() (an epoll fd over every UDP socket of the
+ * runtime, readable when one of them has input) into its own epoll set and
+ * calls homa_rt_drive() when that fd is readable; or (homad) it puts each
+ * socket's homa_rt_socket_fd() there and calls homa_rt_drive_ports() with
+ * the readable ones.  Either way also when homa_rt_drive_deadline() has
+ * passed.  A packet from one of the runtime's sockets to another over
+ * 127.0.0.1 or ::1 never reaches the kernel: it goes straight back into
+ * the engine inside the call that transmits it (not with fault injection
+ * or a capture).  The engine tells it which
  * sockets have a message (or a failure) ready through `ready`, called from
  * inside homa_rt_drive() and the other calls; the caller then takes them
  * with homa_recv(..., HOMA_NONBLOCK, ...), which in this mode never reads
