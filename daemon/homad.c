@@ -1,13 +1,16 @@
 /* homad: the host's single Homa engine, shared by its processes
  * (docs/homad.md, homad(8)).
  *
- * One thread serves every process: it reads their command rings, runs the
- * commands on the runtime (src/rt, embedded mode: its background thread
- * runs the engine's timers, the pacer and the UDP receive path), and moves
- * received messages into the processes' RX slots.  It busy-polls for
- * busy_poll_us after the last piece of work, then sleeps in epoll on the
- * listening socket, the processes' unix sockets (hang-up = the process
- * died), their command eventfds and the Homa sockets' eventfds. */
+ * One thread does everything: it reads the processes' command rings, runs
+ * the commands on the runtime, drives the engine itself (src/rt/driven.h:
+ * the runtime has no thread of its own; this one reads the UDP sockets,
+ * runs the timers and the pacer), and moves received messages into the
+ * processes' RX slots.  A message from one local process to another thus
+ * crosses no thread inside homad.  It busy-polls for busy_poll_us after
+ * the last piece of work, then sleeps in epoll on the listening socket,
+ * the processes' unix sockets (hang-up = the process died), their command
+ * eventfds and the Homa sockets' UDP fds, until the engine's next
+ * deadline. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -17,6 +20,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -26,9 +30,15 @@
 #include <homa/homa.h>
 
 #include "homad.h"
+#include "rt/driven.h"
 #include "rt/homad_proto.h"
 
-enum { EV_LISTEN = 1, EV_CONN, EV_CMD, EV_SOCK };
+enum { EV_LISTEN = 1, EV_CONN, EV_CMD };
+
+/* A Homa socket's UDP fd in the epoll set: data.u64 is UDP_EV | port (no
+ * pointer: the socket may be closed before the event is looked at).  User
+ * space pointers never have the top bit set. */
+#define UDP_EV (1ull << 63)
 
 #define HANDSHAKE_NS 1000000000ull /* a new connection has 1 s to say HELLO */
 
@@ -40,12 +50,12 @@ struct evsrc {
 struct client;
 
 struct dsock {
-    struct evsrc ev;
     homa_socket *s;
     struct client *c;
     uint16_t port;
     uint32_t rpcs; /* client RPCs in flight on this socket */
     int efd;       /* homa_socket_fd() of the process (-1 until asked for) */
+    int ready;     /* the engine said a message or failure is ready */
     struct dsock *next;
 };
 
@@ -88,6 +98,29 @@ static struct client *clients;
 static uint32_t nclients;
 static volatile sig_atomic_t stop_flag;
 static struct evsrc listen_ev = {EV_LISTEN, NULL};
+static struct dsock *by_port[65536]; /* the engine's ports are unique */
+
+/* Ports to read in this pass: those epoll found readable.  (What a command
+ * sends to another local socket over loopback never reaches the kernel:
+ * the runtime hands it back to the engine, tx_local in src/rt/runtime.c.
+ * With fault injection or a capture it does go through the kernel, and
+ * the next epoll_wait, without sleep since there was work, sees it.) */
+static uint16_t rd_ports[128];
+static int n_rd_ports;
+
+static void read_port(uint16_t port)
+{
+    for (int i = 0; i < n_rd_ports; i++)
+        if (rd_ports[i] == port) return;
+    if (n_rd_ports < (int)(sizeof(rd_ports) / sizeof(rd_ports[0]))) rd_ports[n_rd_ports++] = port;
+}
+
+/* rt/driven.h: the engine has something for `port` (runtime lock held). */
+static void on_ready(void *ctx, uint16_t port)
+{
+    (void)ctx;
+    if (by_port[port] != NULL) by_port[port]->ready = 1;
+}
 
 static uint64_t now_ns(void)
 {
@@ -112,8 +145,8 @@ static void close_dsock(struct client *c, struct dsock *d)
             break;
         }
     }
-    int fd = homa_socket_fd(d->s);
-    if (fd >= 0) epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
+    by_port[d->port] = NULL;
+    epoll_ctl(epfd, EPOLL_CTL_DEL, homa_rt_socket_fd(d->s), NULL);
     /* Closing aborts the socket's RPCs and frees its messages. */
     homa_socket_close(d->s);
     if (d->efd >= 0) close(d->efd);
@@ -292,17 +325,16 @@ static int cmd_open(struct client *c, const struct homad_cmd *cmd, struct homad_
         free(d);
         return rc;
     }
-    int fd = homa_socket_fd(d->s);
-    d->ev.type = EV_SOCK;
-    d->ev.p = d;
-    struct epoll_event ev = {.events = EPOLLIN | EPOLLET, .data.ptr = &d->ev};
+    d->port = homa_socket_port(d->s);
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = UDP_EV | d->port};
+    int fd = homa_rt_socket_fd(d->s);
     if (fd < 0 || epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
         homa_socket_close(d->s);
         free(d);
         return HOMA_ERR_IO;
     }
     d->c = c;
-    d->port = homa_socket_port(d->s);
+    by_port[d->port] = d;
     d->next = c->socks;
     c->socks = d;
     c->nports++;
@@ -385,6 +417,7 @@ static int exec_cmd(struct client *c, const struct homad_cmd *cmd, struct homad_
     case HOMAD_OP_COUNTERS: {
         struct homad_ctrs *k = c->v.ctrs;
         homa_runtime_counters(rt, &k->engine, &k->driver);
+        homa_runtime_cutoffs(rt, &k->cutoffs);
         c->pc.ports_open = c->nports;
         c->pc.rpcs_live = c->rpcs;
         c->pc.rx_slots_held = c->rx.held;
@@ -518,10 +551,13 @@ static int deliver(struct client *c)
     }
     int moved = 0;
     for (struct dsock *d = c->socks; d != NULL; d = d->next) {
-        while (space > 0 && c->rx.held < c->rx.n) {
+        while (d->ready && space > 0 && c->rx.held < c->rx.n) {
             homa_msg m;
             int rc = homa_recv(d->s, HOMA_RECV_ANY, 0, HOMA_NONBLOCK, &m);
-            if (rc != 0 && m.id == 0) break; /* nothing (or closing) */
+            if (rc != 0 && m.id == 0) {
+                d->ready = 0; /* nothing more (or closing) */
+                break;
+            }
             struct homad_cqe e;
             memset(&e, 0, sizeof(e));
             e.port = d->port;
@@ -558,7 +594,7 @@ static int deliver(struct client *c)
                 (void)w;
             }
         }
-        if (space == 0) c->cq_blocked = 1;
+        if (space == 0 && d->ready) c->cq_blocked = 1;
     }
     return moved;
 }
@@ -667,8 +703,9 @@ int main(int argc, char **argv)
     homa_runtime_options ro;
     homa_runtime_options_default(&ro);
     homad_engine_options(&opts, &ro);
-    ro.flags |= HOMA_RT_EMBEDDED; /* we are the daemon: never connect to one */
-    rc = homa_runtime_create(&ro, &rt);
+    /* We are the daemon: an engine of our own (never a client of another
+     * homad), driven by this thread. */
+    rc = homa_rt_create_driven(&ro, on_ready, NULL, &rt);
     if (rc != 0) {
         fprintf(stderr, "homad: cannot create the engine: %s\n", homa_strerror(rc));
         return 1;
@@ -701,15 +738,28 @@ int main(int argc, char **argv)
         return 1;
     }
     struct epoll_event lev = {.events = EPOLLIN, .data.ptr = &listen_ev};
-    epoll_ctl(epfd, EPOLL_CTL_ADD, lfd, &lev);
+    if (epoll_ctl(epfd, EPOLL_CTL_ADD, lfd, &lev) != 0) {
+        fprintf(stderr, "homad: epoll: %s\n", strerror(errno));
+        close(lfd);
+        unlink(opts.socket_path);
+        homa_runtime_destroy(rt);
+        return 1;
+    }
+    /* Timer and pacer deadlines are microseconds apart: don't let the
+     * kernel's default 50 us timer slack blur them. */
+    prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
     fprintf(stderr, "homad: serving %s (region %llu bytes per process)\n", opts.socket_path,
             (unsigned long long)probe.total);
 
     uint64_t spin_ns = (uint64_t)opts.busy_poll_us * 1000u;
     uint64_t last_work = now_ns();
     while (!stop_flag) {
-        int timeout = 0;
-        if (now_ns() - last_work >= spin_ns) {
+        uint64_t now = now_ns();
+        /* When the engine needs us without input (timers, pacer, packets
+         * a transmission left). */
+        uint64_t due = homa_rt_drive_deadline(rt);
+        int64_t timeout_ns = 0;
+        if (now - last_work >= spin_ns && due > now) {
             /* Going to sleep: tell every process to wake us, then look
              * once more (see kick() in src/rt/daemon_client.c). */
             int pending = 0, blocked = 0, handshaking = 0;
@@ -726,13 +776,30 @@ int main(int argc, char **argv)
                 if (c->ready && homad_cmd_avail(&c->v, c->cmd_tail) != 0) pending = 1;
             /* A full completion ring frees up without telling us: look
              * again each millisecond, as for lingering sockets. */
-            timeout = pending ? 0 : blocked ? 1 : handshaking ? 100 : -1;
+            timeout_ns = pending ? 0 : blocked ? 1000000 : handshaking ? 100000000 : -1;
+            if (!pending && due != UINT64_MAX &&
+                (timeout_ns < 0 || due - now < (uint64_t)timeout_ns))
+                timeout_ns = (int64_t)(due - now);
         }
         struct epoll_event evs[64];
-        int n = epoll_wait(epfd, evs, 64, timeout);
+        int n;
+        if (timeout_ns <= 0) {
+            n = epoll_wait(epfd, evs, 64, timeout_ns == 0 ? 0 : -1);
+        } else {
+            struct timespec ts = {(time_t)(timeout_ns / 1000000000),
+                                  (long)(timeout_ns % 1000000000)};
+            n = epoll_pwait2(epfd, evs, 64, &ts, NULL);
+            if (n < 0 && errno == ENOSYS)
+                n = epoll_wait(epfd, evs, 64, (int)((timeout_ns + 999999) / 1000000));
+        }
         for (struct client *c = clients; c != NULL; c = c->next)
             if (c->ready) __atomic_store_n(&c->v.ctrl->daemon_sleeping, 0, __ATOMIC_RELAXED);
+        n_rd_ports = 0;
         for (int i = 0; i < n; i++) {
+            if (evs[i].data.u64 & UDP_EV) {
+                read_port((uint16_t)evs[i].data.u64);
+                continue;
+            }
             struct evsrc *src = evs[i].data.ptr;
             if (src->type == EV_LISTEN) {
                 accept_all(lfd);
@@ -743,18 +810,24 @@ int main(int argc, char **argv)
                 ssize_t r = read(((struct client *)src->p)->cmd_efd, &v, sizeof(v));
                 (void)r;
             }
-            /* EV_SOCK: the delivery pass below looks at every socket. */
         }
-        int work = 0;
+        int work = 0, ran = 0;
         for (struct client *c = clients; c != NULL; c = c->next) {
             if (!c->ready || c->dead) continue;
             c->cq_blocked = 0;
-            work += run_commands(c);
-            if (!c->dead) work += deliver(c);
+            ran += run_commands(c);
+        }
+        work += ran;
+        /* Only the sockets epoll found readable are read. */
+        if (n_rd_ports > 0 || homa_rt_drive_deadline(rt) <= now_ns())
+            work += homa_rt_drive_ports(rt, rd_ports, n_rd_ports);
+        for (struct client *c = clients; c != NULL; c = c->next) {
+            if (!c->ready || c->dead) continue;
+            work += deliver(c);
             if (!c->dead && c->lingers != NULL) work += run_lingers(c);
             if (!c->dead) wake_app(c);
         }
-        uint64_t now = now_ns();
+        now = now_ns();
         for (struct client *c = clients, *next; c != NULL; c = next) {
             next = c->next;
             /* A connection that never says HELLO must not hold a place. */

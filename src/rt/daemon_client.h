@@ -16,6 +16,8 @@ int homa_dc_connect(const char *path, uint64_t busy_poll_ns, struct homa_dc **ou
                     homa_config *cfg);
 void homa_dc_destroy(struct homa_dc *dc);
 int homa_dc_counters(struct homa_dc *dc, homa_counters *engine, homa_driver_counters *driver);
+/* The host engine's cutoffs (homa_runtime_cutoffs). */
+int homa_dc_cutoffs(struct homa_dc *dc, homa_cutoffs *out);
 /* homad's per-process table (struct homad_proc_row[], homad --stats):
  * copies up to cap bytes into buf; returns the byte count or an error. */
 long homa_dc_stats(struct homa_dc *dc, void *buf, size_t cap);

@@ -152,7 +152,8 @@ struct homad_ctrs {
     homa_counters engine;
     homa_driver_counters driver;
     struct homad_proc_counters proc;
-    uint64_t processes; /* host-wide: connected processes */
+    uint64_t processes;   /* host-wide: connected processes */
+    homa_cutoffs cutoffs; /* the host engine's (homa_runtime_cutoffs) */
 };
 
 /* Sizes a region.  Returns 0 or HOMA_ERR_INVAL (ring sizes not powers of

@@ -38,6 +38,7 @@
 #include "core/wire.h"
 #include "io/io.h"
 #include "rt/daemon_client.h"
+#include "rt/driven.h"
 
 #define TX_PULL 64 /* packets per homa_engine_pull */
 /* Payload bytes one transmission may send before it returns.  A thread
@@ -163,6 +164,14 @@ struct homa_runtime {
     struct path_entry *paths;
 
     struct homa_dc *dc; /* daemon mode (docs/homad.md): everything goes to homad */
+
+    /* Driven mode (rt/driven.h): no background thread; one caller thread
+     * runs the receive path, the timers and the pacer. */
+    int driven;
+    homa_rt_ready_fn ready_fn;
+    void *ready_ctx;
+    uint8_t *local_buf; /* a packet to one of our own loopback ports (tx_local) */
+    size_t local_cap;
 };
 
 #define RT_CTR_ADD(rt, field, n)                                                                   \
@@ -264,6 +273,7 @@ static void rt_ready(void *ctx, uint16_t port)
     homa_socket *s = rt->port_map[port];
     if (s == NULL) return;
     s->ready_gen++;
+    if (rt->ready_fn != NULL) rt->ready_fn(rt->ready_ctx, port);
     for (struct waiter *w = rt->waiters; w != NULL; w = w->next) {
         if (w->sock != s) continue;
         if (w->sleeping)
@@ -353,6 +363,70 @@ static void tx_handoff(homa_runtime *rt)
     pthread_cond_signal(&rt->bg_cond);
 }
 
+/* ------------------------------------------------------------ loopback */
+
+static int addr_is(const homa_addr *a, const uint8_t *b)
+{
+    return memcmp(a->bytes, b, 16) == 0;
+}
+
+static const uint8_t v6_any[16];
+static const uint8_t v4_any[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 0, 0};
+static const uint8_t v6_lo[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+static const uint8_t v4_lo[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1};
+
+/* Would the kernel deliver a datagram from socket s to `dst` (127.0.0.1
+ * or ::1), and does it see it coming from `dst` (a socket bound to the
+ * wildcard, or to dst itself)? */
+static int loop_ok(const homa_socket *s, const homa_addr *dst)
+{
+    const homa_addr *a = &s->local.addr;
+    return addr_is(a, v6_any) || addr_is(a, dst->bytes) ||
+           (addr_is(a, v4_any) && addr_is(dst, v4_lo));
+}
+
+/* Driven mode: a packet from one of our sockets to another over loopback
+ * (homad: one local process to another) goes straight back into the
+ * engine, as the kernel would have delivered it, without the two system
+ * calls and two kernel copies.  Not with fault injection or a capture,
+ * which act in the driver.  Lock held. */
+static homa_socket *tx_local_dst(homa_runtime *rt, const homa_pkt_out *p)
+{
+    if (!rt->driven || rt->pcap != NULL || rt->io_opts.faults != NULL || rt->io != &homa_udp_ops)
+        return NULL;
+    if (!addr_is(&p->dst, v4_lo) && !addr_is(&p->dst, v6_lo)) return NULL;
+    homa_socket *from = rt->port_map[p->sport], *to = rt->port_map[p->dport];
+    if (from == NULL || to == NULL || !loop_ok(from, &p->dst) || !loop_ok(to, &p->dst)) return NULL;
+    return to;
+}
+
+/* Hands a pulled packet to the engine as received (before
+ * homa_engine_pull_done: its payload is still valid).  A DATA payload is
+ * placed straight into its message (one copy) when the engine can.
+ * Lock held. */
+static void tx_local(homa_runtime *rt, uint64_t now, const homa_pkt_out *p)
+{
+    size_t len = (size_t)p->hdr_len + p->payload_len;
+    homa_addr src = p->dst; /* the kernel's source for 127.0.0.1 / ::1 */
+    if (p->payload_len > 0 && p->hdr_len == HOMA_IO_PLACED_HDR) {
+        uint8_t *dst = NULL;
+        if (homa_engine_place_begin(rt->eng, now, &src, p->hdr, p->hdr_len, len, &dst) == 0) {
+            memcpy(dst, p->payload, p->payload_len);
+            homa_engine_place_end(rt->eng, now, p->hdr, p->hdr_len, len);
+            return;
+        }
+    }
+    if (len > rt->local_cap) {
+        uint8_t *b = realloc(rt->local_buf, len);
+        if (b == NULL) return; /* lost, as on a full socket: the engine resends */
+        rt->local_buf = b;
+        rt->local_cap = len;
+    }
+    memcpy(rt->local_buf, p->hdr, p->hdr_len);
+    if (p->payload_len > 0) memcpy(rt->local_buf + p->hdr_len, p->payload, p->payload_len);
+    homa_engine_input_at(rt->eng, now, now, &src, rt->local_buf, len);
+}
+
 /* Pulls packets from the engine and transmits them until it has nothing
  * more to send now or `budget` bytes went out (then tx_more is set).
  * Called with rt->lock held; drops it around the system calls.  If another
@@ -382,9 +456,16 @@ static void tx_run(homa_runtime *rt, uint64_t budget)
         /* Resolve each run of packets to its socket while locked: the
          * socket can't go away until tx_busy is cleared. */
         homa_io_sock *ios[TX_PULL];
+        uint8_t local[TX_PULL];
+        int nlocal = 0;
         for (int i = 0; i < n; i++) {
             homa_socket *s = rt->port_map[rt->tx_pkts[i].sport];
             ios[i] = s ? s->io : NULL;
+            local[i] = ios[i] != NULL && tx_local_dst(rt, &rt->tx_pkts[i]) != NULL;
+            if (local[i]) {
+                ios[i] = NULL; /* not sent */
+                nlocal++;
+            }
             sent += rt->tx_pkts[i].payload_len + rt->tx_pkts[i].hdr_len;
         }
         pthread_mutex_unlock(&rt->lock);
@@ -397,6 +478,8 @@ static void tx_run(homa_runtime *rt, uint64_t budget)
             i = j;
         }
         pthread_mutex_lock(&rt->lock);
+        for (int k = 0; k < n && nlocal > 0; k++)
+            if (local[k]) tx_local(rt, now, &rt->tx_pkts[k]);
         homa_engine_pull_done(rt->eng);
     }
     if (rt->io_opts.faults != NULL) tx_flush_held(rt);
@@ -486,14 +569,22 @@ static void poll_snapshot(homa_runtime *rt)
  * the engine, transmits what that produced.  Called by the token holder
  * with rt->lock held (dropped around system calls).  Returns the number of
  * packets received. */
+static int poll_socks(homa_runtime *rt, homa_io_sock *const *list, int n_socks);
+
 static int poll_pass(homa_runtime *rt)
+{
+    poll_snapshot(rt);
+    return poll_socks(rt, rt->poll_list, rt->poll_n);
+}
+
+/* The same over the sockets of `list` only (driven mode: those that epoll
+ * said are readable, the others being empty). */
+static int poll_socks(homa_runtime *rt, homa_io_sock *const *list, int n_socks)
 {
     int total = 0;
     int backlog = 0;
-    poll_snapshot(rt);
-    int n_socks = rt->poll_n;
     for (int k = 0; k < n_socks; k++) {
-        homa_io_sock *io = rt->poll_list[k];
+        homa_io_sock *io = list[k];
         int got = 0;
         uint64_t bytes = 0, untx = 0;
         while (got < RX_BUDGET && bytes < RX_BYTES_BUDGET) {
@@ -993,7 +1084,31 @@ int homa_runtime_connect(const char *socket_path, homa_runtime **out)
     return rt_connect(socket_path, 50, out);
 }
 
+static int rt_create(const homa_runtime_options *opts_in, int driven, homa_runtime **out);
+
 int homa_runtime_create(const homa_runtime_options *opts_in, homa_runtime **out)
+{
+    return rt_create(opts_in, 0, out);
+}
+
+int homa_rt_create_driven(const homa_runtime_options *opts, homa_rt_ready_fn ready, void *ctx,
+                          homa_runtime **out)
+{
+    homa_runtime_options o;
+    if (opts != NULL)
+        o = *opts;
+    else
+        homa_runtime_options_default(&o);
+    o.flags |= HOMA_RT_EMBEDDED;
+    int rc = rt_create(&o, 1, out);
+    if (rc == 0) {
+        (*out)->ready_fn = ready;
+        (*out)->ready_ctx = ctx;
+    }
+    return rc;
+}
+
+static int rt_create(const homa_runtime_options *opts_in, int driven, homa_runtime **out)
 {
     homa_runtime_options o;
     if (opts_in != NULL)
@@ -1064,6 +1179,7 @@ int homa_runtime_create(const homa_runtime_options *opts_in, homa_runtime **out)
     rt->io_opts.place_ctx = rt;
     rt->epfd = -1;
     rt->wake_efd = -1;
+    rt->driven = driven;
     pthread_mutex_init(&rt->lock, NULL);
     cond_init_mono(&rt->bg_cond);
     cond_init_mono(&rt->state_cond);
@@ -1094,6 +1210,12 @@ int homa_runtime_create(const homa_runtime_options *opts_in, homa_runtime **out)
     rt->wake_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     rc = HOMA_ERR_IO;
     if (rt->epfd < 0 || rt->wake_efd < 0) goto fail;
+    if (driven) {
+        /* The caller's epoll set holds rt->epfd: only input may make it
+         * readable (nobody here sleeps on wake_efd). */
+        *out = rt;
+        return 0;
+    }
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
     if (epoll_ctl(rt->epfd, EPOLL_CTL_ADD, rt->wake_efd, &ev) != 0) goto fail;
     if (pthread_create(&rt->bg, NULL, bg_main, rt) != 0) goto fail;
@@ -1158,6 +1280,7 @@ void homa_runtime_destroy(homa_runtime *rt)
     close(rt->wake_efd);
     if (rt->pcap != NULL) homa_pcap_close(rt->pcap);
     if (rt->poll_list != rt->poll_io) free(rt->poll_list);
+    free(rt->local_buf);
     pthread_cond_destroy(&rt->bg_cond);
     pthread_cond_destroy(&rt->state_cond);
     pthread_mutex_destroy(&rt->lock);
@@ -1225,7 +1348,8 @@ int homa_runtime_set_faults(homa_runtime *rt, const homa_faults *faults)
 void homa_runtime_cutoffs(homa_runtime *rt, homa_cutoffs *out)
 {
     if (rt->dc != NULL) {
-        memset(out, 0, sizeof(*out)); /* not yet available from homad */
+        /* The host engine's, from homad; zeros if homad is gone. */
+        if (homa_dc_cutoffs(rt->dc, out) != 0) memset(out, 0, sizeof(*out));
         return;
     }
     pthread_mutex_lock(&rt->lock);
@@ -1253,6 +1377,74 @@ const char *homa_driver_counter_name(size_t i)
 const char *homa_driver_counter_desc(size_t i)
 {
     return i < homa_driver_counter_count() ? drv_descs[i] : NULL;
+}
+
+/* ------------------------------------------------------- driven mode */
+
+int homa_rt_drive_fd(homa_runtime *rt)
+{
+    return rt->driven ? rt->epfd : HOMA_ERR_STATE;
+}
+
+int homa_rt_drive(homa_runtime *rt)
+{
+    if (!rt->driven) return HOMA_ERR_STATE;
+    pthread_mutex_lock(&rt->lock);
+    /* The caller is the token holder for the length of the pass. */
+    rt->poller = POLLER_BG;
+    int n = poll_pass(rt);
+    run_timers(rt, now_ns());
+    if (rt->tx_more && !rt->tx_busy) n++;
+    rt->poller = POLLER_NONE;
+    pthread_mutex_unlock(&rt->lock);
+    return n;
+}
+
+int homa_rt_drive_ports(homa_runtime *rt, const uint16_t *ports, int n)
+{
+    if (!rt->driven || n < 0) return HOMA_ERR_STATE;
+    homa_io_sock *ios[64];
+    int k = 0;
+    pthread_mutex_lock(&rt->lock);
+    rt->poller = POLLER_BG;
+    int got = 0, passes = 0;
+    for (int i = 0; i <= n; i++) {
+        if (k == 64 || (i == n && k > 0)) {
+            got += poll_socks(rt, ios, k);
+            passes++;
+            k = 0;
+        }
+        if (i == n) break;
+        homa_socket *s = rt->port_map[ports[i]];
+        if (s == NULL) continue; /* closed since */
+        int dup = 0;
+        for (int j = 0; j < k; j++)
+            dup |= ios[j] == s->io;
+        if (!dup) ios[k++] = s->io;
+    }
+    /* The caller's epoll found every other socket empty: the timers need
+     * not wait for input (timers_wait). */
+    if (passes == 0) rt->last_drain = now_ns();
+    if (n == 0 && rt->tx_more && !rt->tx_busy) tx_run(rt, TX_POLL_BUDGET);
+    run_timers(rt, now_ns());
+    if (rt->tx_more && !rt->tx_busy) got++;
+    rt->poller = POLLER_NONE;
+    pthread_mutex_unlock(&rt->lock);
+    return got;
+}
+
+int homa_rt_socket_fd(homa_socket *s)
+{
+    return s->rt->driven ? s->rt->io->fd(s->io) : HOMA_ERR_STATE;
+}
+
+uint64_t homa_rt_drive_deadline(homa_runtime *rt)
+{
+    if (!rt->driven) return UINT64_MAX;
+    pthread_mutex_lock(&rt->lock);
+    uint64_t d = rt->tx_more ? 0 : min_u64(timer_deadline(rt), driver_deadline(rt));
+    pthread_mutex_unlock(&rt->lock);
+    return d;
 }
 
 /* -------------------------------------------------------------- sockets */
@@ -1399,6 +1591,7 @@ int homa_socket_linger(homa_socket *s, int64_t timeout_ns)
     if (s == NULL || (timeout_ns < 0 && timeout_ns != HOMA_FOREVER)) return HOMA_ERR_INVAL;
     homa_runtime *rt = s->rt;
     if (rt->dc != NULL) return homa_dc_linger(s->dcs, timeout_ns);
+    if (rt->driven && timeout_ns != 0) return HOMA_ERR_STATE; /* rt/driven.h */
     uint64_t deadline = timeout_ns == HOMA_FOREVER ? UINT64_MAX : now_ns() + (uint64_t)timeout_ns;
     for (;;) {
         pthread_mutex_lock(&rt->lock);
@@ -1719,6 +1912,7 @@ int homa_recv(homa_socket *s, unsigned flags, uint64_t id, int64_t timeout_ns, h
         return HOMA_ERR_INVAL;
     homa_runtime *rt = s->rt;
     if (rt->dc != NULL) return homa_dc_recv(s->dcs, flags, id, timeout_ns, msg);
+    if (rt->driven && timeout_ns != 0) return HOMA_ERR_STATE; /* rt/driven.h */
     memset(msg, 0, sizeof(*msg));
     uint64_t start = now_ns();
     uint64_t deadline = timeout_ns < 0 ? UINT64_MAX : start + (uint64_t)timeout_ns;
@@ -1729,7 +1923,7 @@ int homa_recv(homa_socket *s, unsigned flags, uint64_t id, int64_t timeout_ns, h
         return HOMA_ERR_SHUTDOWN;
     }
     int rc = try_recv(rt, s, flags, id, msg);
-    if (rc == HOMA_ERR_AGAIN && timeout_ns == 0 && rt->poller == POLLER_NONE) {
+    if (rc == HOMA_ERR_AGAIN && timeout_ns == 0 && rt->poller == POLLER_NONE && !rt->driven) {
         /* Non-blocking: one quick pass over the sockets if nobody else is
          * polling, so a caller that polls in a loop still makes progress. */
         struct waiter w = {.sock = s};

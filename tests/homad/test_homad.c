@@ -185,6 +185,18 @@ static void homad__two_processes_rpc(void **state)
     homa_runtime_counters(rt, &c, NULL);
     assert_true(c.client_completed >= 28);
     assert_true(c.server_replies >= 28);
+    /* So do the cutoffs: the engine's, as an embedded runtime with the
+     * same configuration reports them. */
+    homa_cutoffs cut;
+    memset(&cut, 0xee, sizeof(cut));
+    homa_runtime_cutoffs(rt, &cut);
+    const homa_config *cfg = homa_runtime_config(rt);
+    assert_int_equal(cut.num_priorities, cfg->num_priorities);
+    assert_true(cut.version >= 1);
+    assert_int_equal(cut.unsched[0], 0x7fffffff);
+    for (int i = cfg->num_priorities; i < 8; i++)
+        assert_int_equal(cut.unsched[i], 0);
+    assert_true(cut.max_sched_prio < cfg->num_priorities);
     homa_runtime_destroy(rt);
 
     /* A client with 4 threads, each with its own socket, against one

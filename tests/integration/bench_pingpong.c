@@ -123,6 +123,7 @@ static void bench_homa(size_t size, int count, const char *host)
             homa_release(s, &m);
         }
     }
+    close(fds[1]); /* a server that fails to start then ends the read */
     uint16_t port = 0;
     if (read(fds[0], &port, sizeof(port)) != (ssize_t)sizeof(port)) {
         fprintf(stderr, "homa: server failed to start\n");
