@@ -45,6 +45,8 @@ LOADPID=
 cleanup() {
     [[ -n $LOADPID ]] && kill "$LOADPID" 2>/dev/null && wait "$LOADPID" 2>/dev/null
     bash "$ROOT/scripts/homa-cluster" down --name "$NAME" >/dev/null 2>&1 || true
+    # KEEP=DIR keeps the per-case outputs (bench logs, the load's JSON).
+    if [[ -n ${KEEP:-} ]]; then mkdir -p "$KEEP" && cp -r "$WORK"/. "$KEEP"/; fi
     rm -rf "$WORK"
 }
 trap cleanup EXIT
