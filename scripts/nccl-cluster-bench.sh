@@ -64,7 +64,9 @@ loaded() { # load protocol, allreduce transport, output file
     LOADPID=$!
     sleep 3 # the load's agents start and reach their rate
     bench "$2" "$3"
-    if kill -0 "$LOADPID" 2>/dev/null; then
+    # The load must still be running when the allreduce ends, or part of
+    # the allreduce ran unloaded.
+    if ! kill -0 "$LOADPID" 2>/dev/null; then
         echo "nccl-cluster-bench: the allreduce outlasted the load; raise --seconds" >>"$3"
     fi
     wait "$LOADPID" || true
