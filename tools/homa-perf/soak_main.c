@@ -474,7 +474,12 @@ static void check_growth(soak *s, int nph_done)
                 if (f > f2) f2 = f;
             }
         }
-        uint64_t margin = (r1 / 4 > 16384 ? r1 / 4 : 16384) + 2 * (uint64_t)s->o.max_size / 1024;
+        /* The allocator keeps a high-water mark: one moment with in_flight
+         * more of the largest messages alive than ever before raises RSS
+         * for good without any leak (seen: +64 MB in a 20 s run). */
+        int nb = s->o.in_flight < 2 ? 2 : s->o.in_flight > 8 ? 8 : s->o.in_flight;
+        uint64_t burst = (uint64_t)nb * s->o.max_size / 1024;
+        uint64_t margin = (r1 / 4 > 16384 ? r1 / 4 : 16384) + burst;
         char b[64], msg[200];
         if (r2 > r1 + margin) {
             snprintf(msg, sizeof(msg),
