@@ -344,7 +344,7 @@ group_soak() {
 
 soak_attempt() {
     # Two vCPUs: with one, the module crashed in about a third of the runs
-    # (also kernel to kernel); with two, in none of 12 (docs/interop.md).
+    # (also kernel to kernel); with two, in none of 25 (docs/interop.md).
     local HX_SMP=${HX_SOAK_SMP:-2}
     hx_vm_start 1 || return 1
     # One emulated vCPU: the module's busy polling in recvmsg (poll_usecs 50)
