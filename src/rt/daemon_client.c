@@ -23,9 +23,9 @@
 #include <unistd.h>
 
 #include "rt/homad_proto.h"
+#include "rt/spin.h"
 
-#define READER_NAP_NS 200000000ull  /* a sleeping reader re-checks this often */
-#define SPIN_PREEMPTED_NS 200000ull /* a spin iteration this long was preempted */
+#define READER_NAP_NS 200000000ull /* a sleeping reader re-checks this often */
 
 struct dc_qmsg {
     struct dc_qmsg *next;
@@ -85,11 +85,10 @@ struct homa_dc {
     int reader;
     int dead;
     uint64_t busy_ns;
-    /* Adaptive spin budgets (see spin_budget): one for a command's DONE,
+    /* Adaptive spin budgets (rt/spin.h): one for a command's DONE,
      * which homad answers within microseconds when it is awake, one for
      * everything else (messages, ring room, TX slots). */
-    uint64_t spin_ns[2];
-    unsigned spin_probe;
+    struct homa_spin spin[2];
 };
 
 static uint64_t now_ns(void)
@@ -245,29 +244,6 @@ static void cond_wait_until(struct homa_dc *dc, uint64_t until)
 
 static int pred_done(struct homa_dc *dc, void *arg);
 
-/* The spin budget of a wait, adapted as the embedded runtime does
- * (spin_budget in runtime.c): spinning only pays when the answer comes
- * while we spin.  On a host with more runnable threads than cores the
- * process we wait for (homad, or the peer behind it) may need the very CPU
- * we spin on, and spinning then only delays the answer by the whole
- * budget.  So a spin that ends in a sleep halves the budget, a spin that
- * sees the answer restores it, a spin that finds itself preempted stops
- * at once and zeroes it, and at zero one wait in 64 probes with the full
- * budget to notice that cores became free.  Lock held. */
-static uint64_t spin_budget(struct homa_dc *dc, int k)
-{
-    if (dc->spin_ns[k] == 0 && dc->busy_ns > 0 && (++dc->spin_probe & 63) == 0) return dc->busy_ns;
-    return dc->spin_ns[k];
-}
-
-static void spin_result(struct homa_dc *dc, int k, int success)
-{
-    if (success)
-        dc->spin_ns[k] = dc->busy_ns;
-    else
-        dc->spin_ns[k] = dc->spin_ns[k] >= 2000 ? dc->spin_ns[k] / 2 : 0;
-}
-
 /* Waits (lock held) until pred holds: 0; HOMA_ERR_AGAIN at the deadline
  * (UINT64_MAX = none); HOMA_ERR_SHUTDOWN if the daemon is gone. */
 static int wait_until(struct homa_dc *dc, dc_pred pred, void *arg, uint64_t deadline)
@@ -278,7 +254,7 @@ static int wait_until(struct homa_dc *dc, dc_pred pred, void *arg, uint64_t dead
     for (;;) {
         drain(dc);
         if (pred(dc, arg)) {
-            if (spun && !slept) spin_result(dc, k, 1);
+            if (spun && !slept) homa_spin_result(&dc->spin[k], 1);
             return 0;
         }
         if (dc->dead) return HOMA_ERR_SHUTDOWN;
@@ -286,12 +262,12 @@ static int wait_until(struct homa_dc *dc, dc_pred pred, void *arg, uint64_t dead
         if (now >= deadline) return HOMA_ERR_AGAIN;
         if (!spun && !slept) {
             /* Not there at the first look: this wait spins, or sleeps. */
-            budget = spin_budget(dc, k);
+            budget = homa_spin_budget(&dc->spin[k]);
             spin_until = now + budget;
             spun = budget > 0;
         }
         if (now < spin_until && !slept) {
-            if (prev == 0 || now - prev < SPIN_PREEMPTED_NS) {
+            if (prev == 0 || now - prev < HOMA_SPIN_PREEMPTED_NS) {
                 prev = now;
                 pthread_mutex_unlock(&dc->lock);
                 for (int i = 0; i < 64; i++)
@@ -299,9 +275,9 @@ static int wait_until(struct homa_dc *dc, dc_pred pred, void *arg, uint64_t dead
                 pthread_mutex_lock(&dc->lock);
                 continue;
             }
-            dc->spin_ns[k] = 0; /* preempted: the CPUs are oversubscribed */
+            homa_spin_preempted(&dc->spin[k]); /* the CPUs are oversubscribed */
         } else if (spun && !slept) {
-            spin_result(dc, k, 0);
+            homa_spin_result(&dc->spin[k], 0);
         }
         slept = 1;
         uint64_t until = deadline - now > READER_NAP_NS ? now + READER_NAP_NS : deadline;
@@ -485,7 +461,8 @@ int homa_dc_connect(const char *path, uint64_t busy_poll_ns, struct homa_dc **ou
     dc->base = base;
     dc->bytes = wel.region_bytes;
     dc->busy_ns = busy_poll_ns;
-    dc->spin_ns[0] = dc->spin_ns[1] = busy_poll_ns;
+    homa_spin_init(&dc->spin[0], busy_poll_ns);
+    homa_spin_init(&dc->spin[1], busy_poll_ns);
     /* Our indexes start where the daemon's do (a fresh region: zero). */
     dc->cmd_head = __atomic_load_n(&dc->v.ctrl->cmd_head, __ATOMIC_ACQUIRE);
     dc->cq_tail = __atomic_load_n(&dc->v.ctrl->cq_tail, __ATOMIC_ACQUIRE);

@@ -39,6 +39,7 @@
 #include "io/io.h"
 #include "rt/daemon_client.h"
 #include "rt/driven.h"
+#include "rt/spin.h"
 
 #define TX_PULL 64 /* packets per homa_engine_pull */
 /* Payload bytes one transmission may send before it returns.  A thread
@@ -61,7 +62,6 @@
 #define TIMER_DEFER_TICKS 1u
 #endif
 #define IDLE_AFTER_NS 1000000000ull /* background thread stops ticking after 1 s idle */
-#define SPIN_PREEMPTED_NS 200000ull /* a spin iteration this long was preempted */
 
 enum { POLLER_NONE = 0, POLLER_APP, POLLER_BG };
 
@@ -109,9 +109,8 @@ struct homa_runtime {
     homa_faults faults;
     homa_pcap *pcap;
     uint64_t busy_poll_ns;
-    uint64_t spin_ns; /* current adaptive spin budget (<= busy_poll_ns) */
-    unsigned spin_probe;
-    uint64_t grace_ns; /* app idle this long before the bg thread polls */
+    struct homa_spin spin; /* adaptive spin budget (rt/spin.h), full = busy_poll_ns */
+    uint64_t grace_ns;     /* app idle this long before the bg thread polls */
 
     homa_socket *socks;
     homa_socket **port_map; /* 65,536 entries */
@@ -694,36 +693,13 @@ static void pass_token(homa_runtime *rt)
     offer_token(rt);
 }
 
-/* Spin budget for the next wait.  Spinning only pays when packets come
- * while we spin; when the peer needs the CPU we are spinning on (more
- * runnable threads than cores) it only delays the answer by the whole
- * budget.  So every spin that ends in a sleep halves the budget, every spin
- * during which packets arrive restores it, and at zero one wait in 64
- * probes with the full budget to notice that cores became free.  (A quick
- * wake-up after sleeping is no evidence: with a starved peer the answer
- * comes quickly precisely because we stopped spinning.)  Lock held. */
-static uint64_t spin_budget(homa_runtime *rt)
-{
-    if (rt->spin_ns == 0 && rt->busy_poll_ns > 0 && (++rt->spin_probe & 63) == 0)
-        return rt->busy_poll_ns;
-    return rt->spin_ns;
-}
-
-static void spin_result(homa_runtime *rt, int success)
-{
-    if (success)
-        rt->spin_ns = rt->busy_poll_ns;
-    else
-        rt->spin_ns = rt->spin_ns >= 2000 ? rt->spin_ns / 2 : 0;
-}
-
 /* The token holder's loop inside homa_recv: polls until a message may be
  * ready for w's socket, the deadline passes, or the socket closes. */
 static void app_poll(homa_runtime *rt, struct waiter *w, uint64_t deadline)
 {
     homa_socket *s = w->sock;
     uint64_t gen0 = s->ready_gen;
-    uint64_t budget = spin_budget(rt);
+    uint64_t budget = homa_spin_budget(&rt->spin);
     uint64_t spin_end = now_ns() + budget;
     uint64_t prev = 0;
     int slept = 0;
@@ -742,7 +718,7 @@ static void app_poll(homa_runtime *rt, struct waiter *w, uint64_t deadline)
         if (s->ready_gen != gen0) break;
         if (now >= deadline) return;
         if (n > 0) {
-            if (!slept && budget > 0) spin_result(rt, 1);
+            if (!slept && budget > 0) homa_spin_result(&rt->spin, 1);
             spin_end = now + budget;
             prev = now;
             continue;
@@ -755,26 +731,26 @@ static void app_poll(homa_runtime *rt, struct waiter *w, uint64_t deadline)
          * one means we were preempted, i.e. the CPUs are oversubscribed and
          * our spinning delays the peer we are waiting for: stop at once. */
         if (now < spin_end && !sleep_first) {
-            if (prev == 0 || now - prev < SPIN_PREEMPTED_NS) {
+            if (prev == 0 || now - prev < HOMA_SPIN_PREEMPTED_NS) {
                 prev = now;
                 continue;
             }
-            rt->spin_ns = 0;
+            homa_spin_preempted(&rt->spin);
             RT_CTR_ADD(rt, spin_preempted, 1);
             slept = 1;
         }
-        if (budget > 0 && !slept) spin_result(rt, 0);
+        if (budget > 0 && !slept) homa_spin_result(&rt->spin, 0);
         slept = 1;
         sleep_first = 0;
         /* Engine timers are the background thread's job; we only wake for
          * our own deadline and for packets held by fault injection. */
         poll_sleep(rt, min_u64(deadline, driver_deadline(rt)));
         if (s->ready_gen != gen0) return;
-        budget = spin_budget(rt);
+        budget = homa_spin_budget(&rt->spin);
         spin_end = now_ns() + budget;
         prev = 0;
     }
-    if (!slept && budget > 0) spin_result(rt, 1);
+    if (!slept && budget > 0) homa_spin_result(&rt->spin, 1);
 }
 
 /* ---------------------------------------------------- background thread */
@@ -1168,7 +1144,7 @@ static int rt_create(const homa_runtime_options *opts_in, int driven, homa_runti
     }
 
     rt->busy_poll_ns = (uint64_t)o.busy_poll_us * 1000u;
-    rt->spin_ns = rt->busy_poll_ns;
+    homa_spin_init(&rt->spin, rt->busy_poll_ns);
     rt->grace_ns = rt->cfg.tick_ns > 100000 ? rt->cfg.tick_ns : 100000;
     rt->faults = o.faults;
     rt->io = (o.flags & HOMA_RT_RAW) ? &homa_raw_ops : &homa_udp_ops;

@@ -54,6 +54,20 @@ static homa_runtime *make(struct ready_log *log)
 static int by_ports;
 static homa_socket *socks[2];
 
+/* A server and a client socket on rt (socks[0], socks[1]; their ports in
+ * log) and the server's loopback endpoint. */
+static void open_pair(homa_runtime *rt, struct ready_log *log, homa_socket **srv, homa_socket **cli,
+                      homa_endpoint *dst)
+{
+    assert_int_equal(homa_socket_open(rt, 0, srv), 0);
+    assert_int_equal(homa_socket_open(rt, 0, cli), 0);
+    socks[0] = *srv;
+    socks[1] = *cli;
+    log->ports[0] = homa_socket_port(*srv);
+    log->ports[1] = homa_socket_port(*cli);
+    assert_int_equal(homa_endpoint_from_host("127.0.0.1", homa_socket_port(*srv), dst), 0);
+}
+
 /* Drives the runtime until the socket has a message for us (or 5 s). */
 static int drive_until(homa_runtime *rt, struct ready_log *log, int idx, homa_socket *s,
                        homa_msg *m)
@@ -110,14 +124,8 @@ static void driven__echo_through_one_thread(void **state)
     assert_true(homa_rt_drive_deadline(rt) == UINT64_MAX);
 
     homa_socket *srv, *cli;
-    assert_int_equal(homa_socket_open(rt, 0, &srv), 0);
-    assert_int_equal(homa_socket_open(rt, 0, &cli), 0);
-    socks[0] = srv;
-    socks[1] = cli;
-    log.ports[0] = homa_socket_port(srv);
-    log.ports[1] = homa_socket_port(cli);
     homa_endpoint dst;
-    assert_int_equal(homa_endpoint_from_host("127.0.0.1", homa_socket_port(srv), &dst), 0);
+    open_pair(rt, &log, &srv, &cli, &dst);
 
     /* Nobody else drives the engine: a blocking or timed wait is refused. */
     homa_msg m;
@@ -206,14 +214,8 @@ static void driven__faults_go_through_the_kernel(void **state)
     homa_runtime *rt = NULL;
     assert_int_equal(homa_rt_create_driven(&o, on_ready, &log, &rt), 0);
     homa_socket *srv, *cli;
-    assert_int_equal(homa_socket_open(rt, 0, &srv), 0);
-    assert_int_equal(homa_socket_open(rt, 0, &cli), 0);
-    socks[0] = srv;
-    socks[1] = cli;
-    log.ports[0] = homa_socket_port(srv);
-    log.ports[1] = homa_socket_port(cli);
     homa_endpoint dst;
-    assert_int_equal(homa_endpoint_from_host("127.0.0.1", homa_socket_port(srv), &dst), 0);
+    open_pair(rt, &log, &srv, &cli, &dst);
     homa_driver_counters d0, d1;
     homa_runtime_counters(rt, NULL, &d0);
     uint64_t t0 = mono_ns();
