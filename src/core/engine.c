@@ -91,7 +91,10 @@ static void rpc_tab_remove(struct homa_engine *eng, struct homa_rpc *rpc)
 struct homa_rpc *homa_find_client(struct homa_engine *eng, uint64_t id)
 {
     for (struct homa_rpc *r = eng->client_tab[mix64(id) & (eng->client_nb - 1)]; r; r = r->hnext)
-        if (r->id == id) return r;
+        if (r->id == id) {
+            homa_timer_soon(eng, r);
+            return r;
+        }
     return NULL;
 }
 
@@ -100,7 +103,10 @@ struct homa_rpc *homa_find_server(struct homa_engine *eng, uint64_t id, const ho
 {
     uint64_t h = server_key(id, addr, peer_port);
     for (struct homa_rpc *r = eng->server_tab[h & (eng->server_nb - 1)]; r; r = r->hnext)
-        if (r->id == id && r->peer_port == peer_port && addr_eq(&r->peer->addr, addr)) return r;
+        if (r->id == id && r->peer_port == peer_port && addr_eq(&r->peer->addr, addr)) {
+            homa_timer_soon(eng, r);
+            return r;
+        }
     return NULL;
 }
 
@@ -139,6 +145,9 @@ struct homa_peer *homa_peer_get(struct homa_engine *eng, const homa_addr *addr, 
     p->cutoff_version = 0;
     p->idle_since = eng->now;
     p->last_heard = eng->now;
+    for (int c = 0; c < HOMA_BUDGET_CLASSES; c++)
+        hlist_init(&p->budget_wait[c]);
+    hlist_init(&p->waiting_node);
     /* Packets must fit the path: a datagram above its MTU is sent as IP
      * fragments, and losing any one of them loses the whole packet. */
     uint32_t pl = eng->ops.path_payload ? eng->ops.path_payload(eng->ops.ctx, addr) : 0;
@@ -218,6 +227,7 @@ static void peer_free(struct homa_engine *eng, struct homa_peer *peer)
         if (*pp == peer) {
             *pp = peer->hnext;
             eng->peer_n--;
+            hlist_del(&peer->waiting_node);
             free(peer->ports);
             free(peer);
             return;
@@ -466,14 +476,17 @@ static struct homa_rpc *rpc_new(struct homa_engine *eng, uint64_t id, struct hom
     r->peer = peer;
     r->peer_port = peer_port;
     r->birth = eng->now;
-    r->last_heard = eng->now;
+    homa_rpc_heard(eng, r, eng->now);
     r->last_prodded = eng->now;
     r->last_told = eng->now;
     hlist_init(&r->ready_node);
     hlist_init(&r->send_node);
     hlist_init(&r->rtx_node);
     hlist_init(&r->grant_node);
+    hlist_init(&r->timer_node);
+    hlist_init(&r->wait_node);
     hlist_add_tail(&eng->rpcs, &r->all_node);
+    homa_timer_soon(eng, r);
     rpc_tab_insert(eng, r);
     peer->num_rpcs++;
     port->num_rpcs++;
@@ -583,6 +596,7 @@ static void rpc_free(struct homa_engine *eng, struct homa_rpc *rpc, bool tomb)
     rpc_tab_remove(eng, rpc);
     hlist_del(&rpc->all_node);
     hlist_del(&rpc->ready_node);
+    homa_timer_forget(rpc);
     homa_out_remove(eng, rpc);
     homa_free_outbuf(eng, rpc->out.buf, rpc->out.length);
     rpc->out.buf = NULL;
@@ -671,6 +685,9 @@ int homa_engine_create(const homa_config *cfg, const homa_engine_ops *ops, homa_
     for (uint32_t i = 0; i < eng->tomb_nb; i++)
         eng->tomb_buckets[i] = -1;
     hlist_init(&eng->rpcs);
+    for (int i = 0; i < HOMA_WHEEL_SLOTS; i++)
+        hlist_init(&eng->wheel[i]);
+    hlist_init(&eng->waiting);
     hlist_init(&eng->sendable);
     hlist_init(&eng->resending);
     hlist_init(&eng->grantable);
@@ -870,7 +887,7 @@ static int start_reply(homa_engine *eng, uint64_t now, uint16_t port_num, const 
     if (err) return err;
     rpc->state = RPC_SERVER_OUTGOING;
     /* The ack clock starts now, not when the request arrived. */
-    rpc->last_heard = now;
+    homa_rpc_heard(eng, rpc, now);
     rpc->last_prodded = now;
     eng->ctr.server_replies++;
     homa_out_start(eng, rpc, b, (uint32_t)len);

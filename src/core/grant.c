@@ -92,6 +92,9 @@ static uint32_t grant_more(struct homa_engine *eng, struct homa_rpc *rpc, uint32
     struct homa_msgin *m = &rpc->in;
     if (inc > m->length - m->granted) inc = m->length - m->granted;
     if (inc == 0) return 0;
+    /* While it had all we granted, the sender's silence was ours. */
+    if (m->received >= m->granted) homa_rpc_heard(eng, rpc, eng->now);
+    homa_timer_soon(eng, rpc);
     m->granted += inc;
     m->prio = prio;
     eng->ctr.incoming_bytes += inc;

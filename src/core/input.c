@@ -144,9 +144,9 @@ static void send_resend(struct homa_engine *eng, struct homa_rpc *rpc, uint32_t 
 
 /* An ack record from `src` (carried by a packet from its port client_port). */
 /* The peer showed progress on rpc (or that it holds it): not silent. */
-static void rpc_heard(struct homa_rpc *rpc, uint64_t now)
+static void rpc_heard(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t now)
 {
-    rpc->last_heard = now;
+    homa_rpc_heard(eng, rpc, now);
     rpc->probes = 0;
     rpc->confirmed = true;
     homa_peer_heard(rpc->peer, rpc->peer_port, now);
@@ -293,7 +293,7 @@ static int data_accept(struct homa_engine *eng, uint64_t now, const homa_addr *s
 {
     uint64_t local = pkt->sender_id ^ 1;
     struct homa_msgin *m = &rpc->in;
-    rpc_heard(rpc, now);
+    rpc_heard(eng, rpc, now);
 
     /* The sender may have received grants we sent, or a RESEND raised its
      * budget: trust `incoming` only up to what we granted or the
@@ -439,7 +439,7 @@ static int handle_grant(struct homa_engine *eng, uint64_t now, struct homa_rpc *
     struct homa_msgout *m = &rpc->out;
     if (!m->active) return drop(eng, HOMA_DROP_NO_RPC);
     if (pkt->u.grant.offset > m->length) return drop(eng, HOMA_DROP_BAD_GRANT);
-    rpc_heard(rpc, now);
+    rpc_heard(eng, rpc, now);
     if (pkt->u.grant.offset > m->granted) m->granted = pkt->u.grant.offset;
     m->sched_prio = pkt->u.grant.priority;
     homa_out_update(eng, rpc);
@@ -450,7 +450,7 @@ static int handle_resend(struct homa_engine *eng, uint64_t now, struct homa_rpc 
                          const struct homa_wire_pkt *pkt)
 {
     struct homa_msgout *m = &rpc->out;
-    rpc_heard(rpc, now);
+    rpc_heard(eng, rpc, now);
     if (!m->active || ((rpc->id & 1) && rpc->state != RPC_SERVER_OUTGOING)) {
         /* Still receiving or computing: we are alive, nothing to resend. */
         send_simple(eng, HOMA_PKT_BUSY, rpc->id, &rpc->peer->addr, rpc->port->num, rpc->peer_port);
@@ -492,7 +492,7 @@ static int handle_resend(struct homa_engine *eng, uint64_t now, struct homa_rpc 
     return 0;
 }
 
-static void request_missing(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t now,
+static uint64_t request_missing(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t now,
                             bool silent);
 static void resend_response_start(struct homa_engine *eng, struct homa_rpc *rpc);
 
@@ -514,7 +514,7 @@ static void handle_need_ack(struct homa_engine *eng, uint64_t now, const homa_ad
          * asked within the last tick (the retransmission may be). */
         bool wait =
             (rpc->in.active && now - rpc->last_heard < tick) || now - rpc->last_prodded < tick;
-        rpc_heard(rpc, now);
+        rpc_heard(eng, rpc, now);
         if (wait) return;
         if (rpc->in.active)
             request_missing(eng, rpc, now, true);
@@ -622,7 +622,7 @@ int homa_engine_input_at(homa_engine *eng, uint64_t now, uint64_t arrived, const
     case HOMA_PKT_BUSY:
         eng->ctr.busy_in++;
         if (rpc) {
-            rpc_heard(rpc, now);
+            rpc_heard(eng, rpc, now);
             /* The sender is deliberately sending something else. */
             rpc->in_progress = now;
             rpc->asks = 0;
@@ -679,23 +679,31 @@ int homa_engine_input_at(homa_engine *eng, uint64_t now, uint64_t arrived, const
 
 /* Asks for the missing ranges of rpc's incoming message below what we
  * granted: the gaps old enough (all of them if `silent`) and, after
- * silence, the tail. */
-static void request_missing(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t now,
-                            bool silent)
+ * silence, the tail.  Returns when a gap not asked for now will be old
+ * enough (UINT64_MAX: none). */
+static uint64_t request_missing(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t now,
+                                bool silent)
 {
     struct homa_msgin *m = &rpc->in;
     uint64_t age = (uint64_t)eng->cfg.gap_resend_ticks * eng->cfg.tick_ns;
+    uint64_t next = UINT64_MAX;
     int sent = 0;
     uint64_t bytes = 0;
-    for (uint32_t i = 0;
-         i < m->num_gaps && sent < HOMA_MAX_RESENDS_PER_TICK && bytes < eng->cfg.max_incoming;
-         i++) {
+    for (uint32_t i = 0; i < m->num_gaps; i++) {
         struct homa_gap *g = &m->gaps[i];
         if (g->start >= m->granted) break;
-        if (!silent && (age == 0 || homa_less_lag(now - g->at, eng->lag) < age)) continue;
+        if (sent >= HOMA_MAX_RESENDS_PER_TICK || bytes >= eng->cfg.max_incoming) {
+            next = now; /* the rest next tick */
+            break;
+        }
+        if (!silent && (age == 0 || homa_less_lag(now - g->at, eng->lag) < age)) {
+            if (age > 0 && g->at + age + eng->lag < next) next = g->at + age + eng->lag;
+            continue;
+        }
         uint32_t end = g->end < m->granted ? g->end : m->granted;
         send_resend(eng, rpc, g->start, end - g->start, resend_prio(eng, rpc, g->start, silent));
         g->at = now;
+        if (age > 0 && now + age + eng->lag < next) next = now + age + eng->lag;
         bytes += end - g->start;
         sent++;
     }
@@ -705,6 +713,7 @@ static void request_missing(struct homa_engine *eng, struct homa_rpc *rpc, uint6
         sent++;
     }
     if (sent > 0 && rpc->asks < UINT8_MAX) rpc->asks++;
+    return next;
 }
 
 /* No byte of the response yet: ask for its start.  The server retransmits,
@@ -718,18 +727,25 @@ static void resend_response_start(struct homa_engine *eng, struct homa_rpc *rpc)
 
 /* Liveness prods (BUSY from a receiver that is not granting, NEED_ACK,
  * RESEND for a response the server is known to be working on) say nothing
- * new; sent per RPC, their number would grow with the backlog (a client
- * with 1,000 requests queued at a server: 200,000 RESENDs and as many BUSYs
- * a second).  So their interval grows with the number of RPCs with the peer
- * that want one beyond HOMA_PRODS_PER_PEER (counted in the previous timer
- * run), and each tick at most that many go to one peer (the others wait for
- * the next tick: no bursts, no starvation).
+ * new; sent per RPC every interval, their number would grow with the
+ * backlog (a client with 1,000 requests queued at a server: 200,000
+ * RESENDs and as many BUSYs a second).  So each peer has a budget per class
+ * of prod, HOMA_PRODS_PER_PEER per interval of that class (a token bucket).
+ * An RPC due for a prod when its peer's bucket is empty waits in the peer's
+ * FIFO queue for that class and goes when a token comes: no bursts, no
+ * starvation, and the wait costs a list entry, not a visit per tick.  An
+ * RPC's prods thus come every interval while few want them, and every
+ * (number waiting / HOMA_PRODS_PER_PEER) intervals behind a backlog.
  *
  * Loss recovery is not a prod and is not stretched: missing ranges of a
- * message being received, and the RESEND of a client whose request the
- * server has not confirmed yet (it may have lost all of it) go at the plain
- * resend interval; the latter have a budget of their own per peer and tick,
- * HOMA_RESENDS_PER_PEER, so that a dead server is not flooded. */
+ * message being received go at the plain resend interval, and the RESEND
+ * of a client whose request the server has not confirmed yet (it may have
+ * lost all of it) has a class of its own, HOMA_RESENDS_PER_PEER a tick, or
+ * HOMA_RESENDS_PER_SILENT_PEER to a peer gone quiet (a dead server is not
+ * flooded).  A port not heard from for a quarter of a timeout gets its
+ * prods from a class of its own too, so that a live port queued behind
+ * another port's backlog answers in time and only a dead one stays
+ * silent. */
 #define HOMA_PRODS_PER_PEER 16
 #define HOMA_RESENDS_PER_PEER 1024
 #define HOMA_RESENDS_PER_SILENT_PEER 64
@@ -744,45 +760,109 @@ static void resend_response_start(struct homa_engine *eng, struct homa_rpc *rpc)
  * way: 0.36^16 = 8e-8). */
 #define HOMA_ASKS_FATAL 16
 
-static void budget_refresh(struct homa_engine *eng, struct homa_peer *peer)
+#define NEVER UINT64_MAX
+
+static void at_least(uint64_t *next, uint64_t t)
 {
-    if (peer->prod_tick == eng->ticks) return;
-    peer->prod_tick = eng->ticks;
-    peer->prods_left = HOMA_PRODS_PER_PEER;
-    /* A peer that answers (BUSY, RPC_UNKNOWN) lets lost requests be found
-     * quickly; one that has gone quiet is not flooded. */
-    uint64_t quiet = (uint64_t)eng->cfg.resend_interval * eng->cfg.tick_ns;
-    peer->resends_left =
-        eng->now - peer->last_heard < quiet ? HOMA_RESENDS_PER_PEER : HOMA_RESENDS_PER_SILENT_PEER;
+    if (t < *next) *next = t;
 }
 
-/* rpc wants a liveness prod every `base` ns: counts it for the peer and
- * returns the interval stretched by the number that wanted one last run. */
-static uint64_t prod_interval(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t base)
+/* One token of class c from peer's bucket, if it has one (GCRA). */
+static bool budget_token(struct homa_engine *eng, struct homa_peer *peer, int c, uint64_t now)
+{
+    const homa_config *cf = &eng->cfg;
+    uint64_t burst = HOMA_PRODS_PER_PEER, interval;
+    if (c == HOMA_BUDGET_NEED_ACK) {
+        interval = (uint64_t)cf->need_ack_ticks * cf->tick_ns;
+    } else if (c == HOMA_BUDGET_RECOVER) {
+        /* A peer that answers (BUSY, RPC_UNKNOWN) lets lost requests be
+         * found quickly; one that has gone quiet is not flooded. */
+        uint64_t quiet = (uint64_t)cf->resend_interval * cf->tick_ns;
+        burst = now - peer->last_heard < quiet ? HOMA_RESENDS_PER_PEER
+                                               : HOMA_RESENDS_PER_SILENT_PEER;
+        interval = cf->tick_ns;
+    } else {
+        interval = (uint64_t)cf->resend_interval * cf->tick_ns;
+    }
+    uint64_t step = interval / burst > 0 ? interval / burst : 1;
+    uint64_t tat = peer->budget_tat[c] > now ? peer->budget_tat[c] : now;
+    if (tat - now > step * (burst - 1)) return false;
+    peer->budget_tat[c] = tat + step;
+    return true;
+}
+
+/* rpc is due for a prod of class c: true if it may send it now; if not, it
+ * waits in its peer's queue for c, and the timer looks at it again when its
+ * turn comes. */
+static bool take_budget(struct homa_engine *eng, struct homa_rpc *rpc, int c, uint64_t now)
 {
     struct homa_peer *peer = rpc->peer;
-    if (peer->wanted_tick != eng->ticks) {
-        peer->wanted_prev = peer->wanted_tick + 1 == eng->ticks ? peer->wanted : 0;
-        peer->wanted = 0;
-        peer->wanted_tick = eng->ticks;
+    rpc->wanted = true;
+    if (rpc->granted) {
+        bool mine = rpc->granted == c + 1;
+        rpc->granted = 0;
+        if (mine) return true;
     }
-    peer->wanted++;
-    uint32_t n = peer->wanted_prev > peer->wanted ? peer->wanted_prev : peer->wanted;
-    if (n <= HOMA_PRODS_PER_PEER) return base;
-    return base * ((n + HOMA_PRODS_PER_PEER - 1) / HOMA_PRODS_PER_PEER);
+    if (rpc->waiting == c + 1) return false;
+    if (rpc->waiting) hlist_del(&rpc->wait_node);
+    rpc->waiting = 0;
+    if (hlist_empty(&peer->budget_wait[c]) && budget_token(eng, peer, c, now)) return true;
+    hlist_add_tail(&peer->budget_wait[c], &rpc->wait_node);
+    rpc->waiting = (uint8_t)(c + 1);
+    if (!hlist_linked(&peer->waiting_node)) hlist_add_tail(&eng->waiting, &peer->waiting_node);
+    eng->ctr.prods_deferred++;
+    return false;
 }
 
-/* Takes one from a per-peer budget for this tick; false if spent. */
-static bool take_budget(struct homa_engine *eng, struct homa_peer *peer, bool resend)
+/* Hands the tokens that came since the last run to the RPCs waiting for
+ * them, oldest first; they are looked at in this run. */
+static void budget_serve(struct homa_engine *eng, uint64_t now)
 {
-    budget_refresh(eng, peer);
-    uint32_t *left = resend ? &peer->resends_left : &peer->prods_left;
-    if (*left == 0) {
-        eng->ctr.prods_deferred++;
-        return false;
+    struct hlist *n = eng->waiting.next;
+    while (n != &eng->waiting) {
+        struct homa_peer *peer = HOMA_CONTAINER(n, struct homa_peer, waiting_node);
+        n = n->next;
+        bool more = false;
+        for (int c = 0; c < HOMA_BUDGET_CLASSES; c++) {
+            struct hlist *q = &peer->budget_wait[c];
+            while (!hlist_empty(q) && budget_token(eng, peer, c, now)) {
+                struct homa_rpc *r = HOMA_CONTAINER(q->next, struct homa_rpc, wait_node);
+                hlist_del(&r->wait_node);
+                r->waiting = 0;
+                r->granted = (uint8_t)(c + 1);
+                homa_timer_schedule(eng, r, eng->ticks);
+            }
+            if (!hlist_empty(q)) more = true;
+        }
+        if (!more) hlist_del(&peer->waiting_node);
     }
-    (*left)--;
-    return true;
+}
+
+void homa_timer_schedule(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t tick)
+{
+    hlist_del(&rpc->timer_node);
+    rpc->timer_tick = tick;
+    hlist_add_tail(&eng->wheel[tick & (HOMA_WHEEL_SLOTS - 1)], &rpc->timer_node);
+}
+
+void homa_timer_forget(struct homa_rpc *rpc)
+{
+    hlist_del(&rpc->timer_node);
+    hlist_del(&rpc->wait_node);
+    rpc->waiting = rpc->granted = 0;
+}
+
+/* Puts rpc on the wheel for the first run at or after time `when`. */
+static void schedule_at(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t now,
+                        uint64_t when)
+{
+    if (when == NEVER) {
+        hlist_del(&rpc->timer_node);
+        return;
+    }
+    uint64_t tick = eng->cfg.tick_ns;
+    uint64_t ahead = when <= now ? 1 : (when - now + tick - 1) / tick;
+    homa_timer_schedule(eng, rpc, eng->ticks + ahead);
 }
 
 /* BUSY from the receiving side: we are alive, the pause is ours. */
@@ -793,13 +873,28 @@ static void send_receiver_busy(struct homa_engine *eng, struct homa_rpc *rpc, ui
 }
 
 /* Per-RPC timer work; returns true if the RPC must fail (client) or be
- * given up (server). */
-static bool check_rpc(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t now)
+ * given up (server).  Otherwise *next is when it next has something to do
+ * unless a packet or call about it comes first (which looks at it on the
+ * next tick); NEVER if only such an event can give it work.  Every
+ * condition below reads "an interval of at least d since t", which first
+ * holds at t + d + lag: the lag it has now. */
+static bool check_rpc(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t now, uint64_t *next)
 {
     const homa_config *c = &eng->cfg;
+    uint64_t lag = eng->lag;
+    *next = NEVER;
+    switch (rpc->state) {
+    case RPC_CLIENT_READY:
+    case RPC_CLIENT_DELIVERED:
+    case RPC_SERVER_READY:
+    case RPC_SERVER_IN_SERVICE:
+        return false;
+    default:
+        break;
+    }
     /* What peers sent may wait eng->lag in our receive path: not silence. */
-    uint64_t silent = homa_less_lag(now - rpc->last_heard, eng->lag);
-    uint64_t since_prod = homa_less_lag(now - rpc->last_prodded, eng->lag);
+    uint64_t silent = homa_less_lag(now - rpc->last_heard, lag);
+    uint64_t since_prod = homa_less_lag(now - rpc->last_prodded, lag);
     uint64_t resend_after = (uint64_t)c->resend_ticks * c->tick_ns;
     uint64_t resend_base = (uint64_t)c->resend_interval * c->tick_ns;
     /* Dead: silent for a timeout, and so is the peer's port this RPC talks
@@ -809,112 +904,173 @@ static bool check_rpc(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t no
      * others: its prods and their answers may have been lost, or stretched
      * out behind a long backlog. */
     uint64_t timeout = (uint64_t)c->timeout_ticks * c->tick_ns;
-    uint64_t port_quiet =
-        homa_less_lag(now - homa_peer_port_heard(rpc->peer, rpc->peer_port), eng->lag);
+    uint64_t port_heard = homa_peer_port_heard(rpc->peer, rpc->peer_port);
+    uint64_t port_quiet = homa_less_lag(now - port_heard, lag);
     bool port_silent = port_quiet >= timeout;
-    /* Stretched prods (below) may come less than once a timeout; a port not
-     * heard from for a quarter of one gets its prods at the plain interval
-     * (still within the per-peer budget), so that a live but busy port
-     * always answers in time and only a dead one stays silent. */
+    /* Prods waiting behind a backlog may come less than once a timeout; a
+     * port not heard from for a quarter of one gets them from the DOUBT
+     * budget, so that a live but busy port always answers in time. */
     bool port_doubt = port_quiet >= timeout / 4;
+    int prod_class = port_doubt ? HOMA_BUDGET_DOUBT : HOMA_BUDGET_PROD;
     bool forgotten = rpc->unknowns >= HOMA_UNKNOWNS_FATAL && now - rpc->unknown_since >= timeout;
     bool dead = (silent >= timeout && port_silent) || forgotten;
+    /* When it could die, and a look at least once a timeout in any case. */
+    at_least(next, now + timeout);
+    at_least(next, (rpc->last_heard > port_heard ? rpc->last_heard : port_heard) + timeout + lag);
+    if (!port_doubt) at_least(next, port_heard + timeout / 4 + lag);
+    if (rpc->unknowns >= HOMA_UNKNOWNS_FATAL) at_least(next, rpc->unknown_since + timeout);
     struct homa_msgin *m = &rpc->in;
 
-    switch (rpc->state) {
-    case RPC_CLIENT_READY:
-    case RPC_CLIENT_DELIVERED:
-    case RPC_SERVER_READY:
-    case RPC_SERVER_IN_SERVICE:
-        return false;
-    case RPC_SERVER_OUTGOING:
+    if (rpc->state == RPC_SERVER_OUTGOING) {
         if (dead) return true;
         if (homa_out_done(&rpc->out)) {
             /* Also tells a client that lost part of the response to ask. */
-            uint64_t base = (uint64_t)c->need_ack_ticks * c->tick_ns;
-            uint64_t every = port_doubt ? base : prod_interval(eng, rpc, base);
-            if (since_prod >= every && take_budget(eng, rpc->peer, false)) {
+            uint64_t every = (uint64_t)c->need_ack_ticks * c->tick_ns;
+            if (since_prod < every) {
+                at_least(next, rpc->last_prodded + every + lag);
+            } else if (take_budget(eng, rpc, HOMA_BUDGET_NEED_ACK, now)) {
                 send_simple(eng, HOMA_PKT_NEED_ACK, rpc->id, &rpc->peer->addr, rpc->port->num,
                             rpc->peer_port);
                 rpc->last_prodded = now;
+                at_least(next, now + every + lag);
             }
         }
         return false;
-    default:
-        break;
     }
     /* Our own request is waiting behind shorter messages in our own queue
      * (sender SRPT): the silence is ours, not the server's, so it must not
-     * count towards the timeout; the server hears from us once we send. */
+     * count towards the timeout; the server hears from us once we send
+     * (and each transmission restarts the silence and brings us back). */
     if (!(rpc->id & 1) && rpc->out.next_xmit < rpc->out.granted &&
         rpc->out.next_xmit < rpc->out.length) {
-        rpc->last_heard = now;
+        homa_rpc_heard(eng, rpc, now);
+        *next = NEVER;
         return false;
     }
     /* Client waiting for its response, or server receiving a request. */
     bool holding = m->active && m->received == m->granted && m->granted < m->length;
     if (holding) {
-        /* We are the ones not granting: not silence.  Keep the sender alive. */
-        rpc->last_heard = now;
-        if (since_prod >= prod_interval(eng, rpc, resend_base) &&
-            take_budget(eng, rpc->peer, false)) {
+        /* We are the ones not granting: not silence (a grant restarts the
+         * silence).  Keep the sender alive. */
+        homa_rpc_heard(eng, rpc, now);
+        *next = NEVER;
+        if (since_prod < resend_base)
+            at_least(next, rpc->last_prodded + resend_base + lag);
+        else if (take_budget(eng, rpc, prod_class, now)) {
             send_receiver_busy(eng, rpc, now);
             rpc->last_prodded = now; /* no answer expected */
+            at_least(next, now + resend_base + lag);
         }
         return false;
     }
     if (dead) return true;
-    if (m->active && homa_less_lag(now - rpc->in_progress, eng->lag) >= timeout &&
-        rpc->asks >= HOMA_ASKS_FATAL)
-        return true; /* asked again and again, nothing new came */
-    /* Data still arrives but we grant nothing more: what we granted earlier
-     * trickles in, queued in the network behind higher priorities.  The
-     * sender has sent all of it and hears nothing from us, so tell it we
-     * are alive before it times us out. */
-    if (m->active && silent < resend_after &&
-        homa_less_lag(now - rpc->last_told, eng->lag) >= prod_interval(eng, rpc, resend_base) &&
-        take_budget(eng, rpc->peer, false))
-        send_receiver_busy(eng, rpc, now);
-    /* Holes that persist while other data keeps flowing are asked for
-     * without waiting for silence: a long message would otherwise stall
-     * once its grant window is full of holes. */
-    if (m->active && m->num_gaps > 0 && c->gap_resend_ticks > 0 && silent < resend_after)
-        request_missing(eng, rpc, now, false);
-    if (silent < resend_after) return false;
+    if (m->active && rpc->asks >= HOMA_ASKS_FATAL) {
+        if (homa_less_lag(now - rpc->in_progress, lag) >= timeout)
+            return true; /* asked again and again, nothing new came */
+        at_least(next, rpc->in_progress + timeout + lag);
+    }
+    if (silent < resend_after) {
+        uint64_t quiet_at = rpc->last_heard + resend_after + lag;
+        at_least(next, quiet_at);
+        if (m->active) {
+            /* Data still arrives but we grant nothing more: what we
+             * granted earlier trickles in, queued in the network behind
+             * higher priorities.  The sender has sent all of it and hears
+             * nothing from us, so tell it we are alive before it times us
+             * out. */
+            uint64_t told_at = rpc->last_told + resend_base + lag;
+            if (now >= told_at) {
+                told_at = NEVER; /* its turn in the queue brings it back */
+                if (take_budget(eng, rpc, prod_class, now)) {
+                    send_receiver_busy(eng, rpc, now);
+                    told_at = now + resend_base + lag;
+                }
+            }
+            if (told_at < quiet_at) at_least(next, told_at);
+            /* Holes that persist while other data keeps flowing are asked
+             * for without waiting for silence: a long message would
+             * otherwise stall once its grant window is full of holes. */
+            if (m->num_gaps > 0 && c->gap_resend_ticks > 0)
+                at_least(next, request_missing(eng, rpc, now, false));
+        }
+        return false;
+    }
     if (m->active && (m->num_gaps > 0 || m->recv_end < m->granted)) {
         /* Data we granted is missing: loss recovery, not a liveness prod. */
-        if (since_prod < resend_base) return false;
+        if (since_prod < resend_base) {
+            at_least(next, rpc->last_prodded + resend_base + lag);
+            return false;
+        }
         request_missing(eng, rpc, now, true);
         rpc->last_prodded = now;
+        at_least(next, now + resend_base + lag);
     } else if (!m->active && !(rpc->id & 1)) {
         /* No response yet.  Unconfirmed, the request itself may be lost:
-         * recovery at the plain interval.  Confirmed (the server said BUSY
-         * or asked for data), the server is working on it: a liveness prod;
-         * a lost response is also asked for when the server's NEED_ACK
-         * arrives. */
+         * recovery.  Confirmed (the server said BUSY or asked for data),
+         * the server is working on it: a liveness prod; a lost response is
+         * also asked for when the server's NEED_ACK arrives. */
         bool recovery = !rpc->confirmed;
-        uint64_t every = port_doubt ? resend_base : prod_interval(eng, rpc, resend_base);
-        if (recovery) {
-            uint64_t backoff = resend_base << (rpc->probes < 5 ? rpc->probes : 5);
-            if (backoff < every) every = backoff;
+        if (since_prod < resend_base) {
+            at_least(next, rpc->last_prodded + resend_base + lag);
+            return false;
         }
-        if (since_prod < every || !take_budget(eng, rpc->peer, recovery)) return false;
+        if (!take_budget(eng, rpc, recovery ? HOMA_BUDGET_RECOVER : prod_class, now))
+            return false;
         resend_response_start(eng, rpc);
         rpc->last_prodded = now;
         if (recovery && rpc->probes < UINT8_MAX) rpc->probes++;
+        at_least(next, now + resend_base + lag);
     }
     return false;
 }
 
 void homa_timer_run(struct homa_engine *eng, uint64_t now, uint64_t late)
 {
-    if (late) homa_peers_forgive(eng, now, late);
-    struct hlist *n = eng->rpcs.next;
-    while (n != &eng->rpcs) {
-        struct homa_rpc *r = HOMA_CONTAINER(n, struct homa_rpc, all_node);
-        n = n->next;
-        if (late) r->last_heard = now - r->last_heard > late ? r->last_heard + late : now;
-        if (!check_rpc(eng, r, now)) continue;
+    if (late) {
+        /* A local stall: what peers said meanwhile may still wait in our
+         * receive path, so every RPC's silence is shortened by it: summed
+         * here, applied to an RPC when the timer next looks at it (a stall
+         * costs O(1), not a walk through every RPC, which under overload,
+         * when every run is late, was most of the CPU). */
+        homa_peers_forgive(eng, now, late);
+        eng->forgiven += late;
+    }
+    budget_serve(eng, now);
+    /* This tick's slot, taken whole: what it schedules goes elsewhere. */
+    struct hlist *slot = &eng->wheel[eng->ticks & (HOMA_WHEEL_SLOTS - 1)];
+    struct hlist todo;
+    hlist_init(&todo);
+    if (!hlist_empty(slot)) {
+        todo.next = slot->next;
+        todo.prev = slot->prev;
+        todo.next->prev = &todo;
+        todo.prev->next = &todo;
+        hlist_init(slot);
+    }
+    while (!hlist_empty(&todo)) {
+        struct homa_rpc *r = HOMA_CONTAINER(todo.next, struct homa_rpc, timer_node);
+        hlist_del(&r->timer_node);
+        if (r->timer_tick > eng->ticks) {
+            /* due a whole turn of the wheel (or more) later */
+            homa_timer_schedule(eng, r, r->timer_tick);
+            continue;
+        }
+        if (r->forgiven_seen != eng->forgiven) {
+            uint64_t d = eng->forgiven - r->forgiven_seen;
+            r->last_heard = now - r->last_heard > d ? r->last_heard + d : now;
+            r->forgiven_seen = eng->forgiven;
+        }
+        r->wanted = false;
+        uint64_t next;
+        if (!check_rpc(eng, r, now, &next)) {
+            /* Tokens and queue places of prods no longer wanted go. */
+            if (!r->wanted) {
+                if (r->waiting) hlist_del(&r->wait_node);
+                r->waiting = r->granted = 0;
+            }
+            schedule_at(eng, r, now, next);
+            continue;
+        }
         if (r->state == RPC_CLIENT_ACTIVE) {
             eng->ctr.client_timeouts++;
             if (r->unknowns < HOMA_UNKNOWNS_FATAL) eng->ctr.peer_failures++;

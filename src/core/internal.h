@@ -148,6 +148,8 @@ enum homa_rpc_state {
 struct homa_peer;
 struct homa_port;
 
+#define HOMA_WHEEL_SLOTS 1024 /* power of two */
+
 struct homa_rpc {
     uint64_t id; /* local id: even for client RPCs, odd for server RPCs */
     struct homa_rpc *hnext;
@@ -195,6 +197,16 @@ struct homa_rpc {
     struct hlist send_node;  /* eng->sendable (sorted) */
     struct hlist rtx_node;   /* eng->resending (FIFO) while out.num_rtx > 0 */
     struct hlist grant_node; /* eng->grantable (sorted) */
+    /* Timer: the wheel slot of the tick that next looks at this RPC
+     * (timer_tick), and, while it waits for a share of its peer's prod
+     * budget, its place in that peer's queue (waiting = class + 1;
+     * granted = class + 1 once popped, spent by the next prod). */
+    struct hlist timer_node;
+    uint64_t timer_tick;
+    struct hlist wait_node;
+    uint8_t waiting, granted;
+    bool wanted; /* asked for budget in the current check */
+    uint64_t forgiven_seen; /* eng->forgiven when last_heard was set */
 };
 
 /* ---- peers and ports ---- */
@@ -204,6 +216,15 @@ struct homa_pending_ack {
     uint64_t client_id;
     uint16_t server_port;
     uint16_t client_port;
+};
+
+/* Classes of timer traffic with a per-peer budget (input.c). */
+enum {
+    HOMA_BUDGET_NEED_ACK, /* NEED_ACK: server waiting for the ack */
+    HOMA_BUDGET_PROD,     /* BUSY, RESEND to a server known to work on it */
+    HOMA_BUDGET_DOUBT,    /* the same to a port quiet for a quarter timeout */
+    HOMA_BUDGET_RECOVER,  /* RESEND for a request the server never confirmed */
+    HOMA_BUDGET_CLASSES
 };
 
 /* Liveness of one remote Homa port of a peer.  A host's Homa ports belong
@@ -229,14 +250,12 @@ struct homa_peer {
     struct homa_peer_port *ports; /* liveness per remote port, unordered */
     uint32_t num_ports, cap_ports;
     uint32_t port_hint; /* index of the port last heard from (checked first) */
-    uint64_t prod_tick;    /* timer tick of prods_left and resends_left */
-    uint32_t prods_left;   /* liveness prods it may still be sent this tick */
-    uint32_t resends_left; /* RESENDs for unconfirmed requests left this tick */
-    /* RPCs with it that wanted a liveness prod in the timer run of tick
-     * `wanted_tick` (wanted) and in the run before (wanted_prev): prod
-     * intervals grow with these, not with RPCs that need no prod. */
-    uint64_t wanted_tick;
-    uint32_t wanted, wanted_prev;
+    /* Budgets for prods to it, one token bucket per class (GCRA: the time
+     * at which the bucket is full again), and FIFO queues of the RPCs
+     * waiting for a token; while any waits, the peer is on eng->waiting. */
+    uint64_t budget_tat[HOMA_BUDGET_CLASSES];
+    struct hlist budget_wait[HOMA_BUDGET_CLASSES];
+    struct hlist waiting_node;
     uint32_t num_acks;
     struct homa_pending_ack acks[HOMA_PEER_MAX_ACKS];
 };
@@ -294,6 +313,7 @@ struct homa_engine {
     uint64_t arrived; /* when the packet being handled reached this host */
     uint64_t in_lag;  /* longest wait of a packet read since the last timer run */
     uint64_t lag;     /* estimated wait of packets in our receive path (timer) */
+    uint64_t forgiven; /* sum of the local stalls forgiven (timer runs late) */
 
     /* hash tables */
     struct homa_rpc **client_tab;
@@ -306,6 +326,11 @@ struct homa_engine {
     uint32_t num_ports;
 
     struct hlist rpcs;      /* every live RPC */
+    /* Timer wheel: slot t % HOMA_WHEEL_SLOTS holds the RPCs the timer run
+     * of tick t looks at (and those a multiple of the wheel later, which
+     * it puts back), so a run costs what is due, not what is live. */
+    struct hlist wheel[HOMA_WHEEL_SLOTS];
+    struct hlist waiting; /* peers with RPCs queued for prod budget */
     struct hlist sendable;  /* outgoing messages with something to send now, SRPT order */
     struct hlist resending; /* outgoing messages with ranges to retransmit, oldest first */
     struct hlist grantable; /* incoming messages needing grants, SRPT order */
@@ -432,6 +457,25 @@ uint8_t homa_cutoffs_max_sched(const uint32_t *cutoffs, uint32_t num_priorities)
 /* late: how much later than a tick after the previous run this one is (a
  * local stall, not counted as silence). */
 void homa_timer_run(struct homa_engine *eng, uint64_t now, uint64_t late);
+/* The peer showed life for rpc at `now` (or the silence since is ours). */
+static inline void homa_rpc_heard(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t now)
+{
+    rpc->last_heard = now;
+    rpc->forgiven_seen = eng->forgiven;
+}
+/* Takes rpc off the timer wheel and out of any budget queue (freeing). */
+void homa_timer_forget(struct homa_rpc *rpc);
+void homa_timer_schedule(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t tick);
+/* Something happened to rpc (a packet, a grant, a call, a transmission):
+ * the next timer run looks at it, as if every RPC were checked each tick.
+ * Between events the timer visits an RPC only when its next deadline
+ * comes. */
+static inline void homa_timer_soon(struct homa_engine *eng, struct homa_rpc *rpc)
+{
+    uint64_t t = eng->ticks + 1;
+    if (rpc->timer_tick == t && hlist_linked(&rpc->timer_node)) return;
+    homa_timer_schedule(eng, rpc, t);
+}
 
 /* An interval d less the receive-path wait `lag` (not below 0). */
 static inline uint64_t homa_less_lag(uint64_t d, uint64_t lag)

@@ -38,17 +38,33 @@ uint8_t homa_unsched_prio(const struct homa_engine *eng, const uint32_t *cutoffs
     return 0;
 }
 
+/* True if o goes before rpc in SRPT order (fewer bytes left, then older). */
+static bool sends_before(const struct homa_rpc *o, const struct homa_rpc *rpc, uint32_t rem)
+{
+    uint32_t orem = remaining(&o->out);
+    return orem < rem || (orem == rem && o->birth <= rpc->birth);
+}
+
+/* Inserts in SRPT order, searching from both ends at once: a new message
+ * is usually the youngest of its size (its place is near the tail) or
+ * shorter than the long ones queued (near the head), so a long queue costs
+ * a few steps, not a walk through it. */
 static void sendable_insert(struct homa_engine *eng, struct homa_rpc *rpc)
 {
     uint32_t rem = remaining(&rpc->out);
-    struct hlist *pos = eng->sendable.next;
-    while (pos != &eng->sendable) {
-        struct homa_rpc *o = HOMA_CONTAINER(pos, struct homa_rpc, send_node);
-        uint32_t orem = remaining(&o->out);
-        if (rem < orem || (rem == orem && rpc->birth < o->birth)) break;
-        pos = pos->next;
+    struct hlist *end = &eng->sendable, *h = end->next, *t = end->prev;
+    for (;;) {
+        if (h == end || !sends_before(HOMA_CONTAINER(h, struct homa_rpc, send_node), rpc, rem)) {
+            hlist_insert_before(h, &rpc->send_node);
+            return;
+        }
+        if (sends_before(HOMA_CONTAINER(t, struct homa_rpc, send_node), rpc, rem)) {
+            hlist_insert_before(t->next, &rpc->send_node);
+            return;
+        }
+        h = h->next;
+        t = t->prev;
     }
-    hlist_insert_before(pos, &rpc->send_node);
 }
 
 /* Puts the RPC in or out of the sendable and resending lists to match its
@@ -323,6 +339,11 @@ static void send_one(struct homa_engine *eng, struct homa_rpc *rpc, homa_pkt_out
     homa_out_update(eng, rpc);
     if (rpc->state == RPC_SERVER_OUTGOING && homa_out_done(&rpc->out))
         rpc->last_prodded = now; /* the whole response is out: the ack clock starts */
+    /* A client's silence counts from its last transmission: the server
+     * cannot answer a request before it has it (while the request waits in
+     * our own queue, the silence is ours). */
+    if (rpc->state == RPC_CLIENT_ACTIVE) homa_rpc_heard(eng, rpc, now);
+    homa_timer_soon(eng, rpc);
 }
 
 int homa_engine_pull(homa_engine *eng, uint64_t now, homa_pkt_out *out, int max)
