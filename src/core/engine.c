@@ -192,6 +192,7 @@ void homa_peer_heard(struct homa_peer *peer, uint16_t port, uint64_t now)
     if (i >= peer->cap_ports) return; /* no memory at all: peer-wide liveness only */
     peer->ports[i].port = port;
     peer->ports[i].last_heard = now;
+    peer->ports[i].doubt_scanned = 0;
     peer->port_hint = i;
 }
 

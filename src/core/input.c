@@ -814,6 +814,30 @@ static bool take_budget(struct homa_engine *eng, struct homa_rpc *rpc, int c, ui
     return false;
 }
 
+/* RPCs queued for the PROD budget whose port has now been quiet for a
+ * quarter timeout move to the DOUBT queue.  Checked per port, and the
+ * queue is walked once per quiet spell of a port (rare), not per tick. */
+static void budget_doubt(struct homa_engine *eng, struct homa_peer *peer, uint64_t now)
+{
+    uint64_t quarter = (uint64_t)eng->cfg.timeout_ticks * eng->cfg.tick_ns / 4;
+    for (uint32_t k = 0; k < peer->num_ports; k++) {
+        struct homa_peer_port *pp = &peer->ports[k];
+        if (homa_less_lag(now - pp->last_heard, eng->lag) < quarter ||
+            pp->doubt_scanned == pp->last_heard + 1)
+            continue;
+        pp->doubt_scanned = pp->last_heard + 1;
+        struct hlist *q = &peer->budget_wait[HOMA_BUDGET_PROD], *e = q->next;
+        while (e != q) {
+            struct homa_rpc *r = HOMA_CONTAINER(e, struct homa_rpc, wait_node);
+            e = e->next;
+            if (r->peer_port != pp->port) continue;
+            hlist_del(&r->wait_node);
+            hlist_add_tail(&peer->budget_wait[HOMA_BUDGET_DOUBT], &r->wait_node);
+            r->waiting = HOMA_BUDGET_DOUBT + 1;
+        }
+    }
+}
+
 /* Hands the tokens that came since the last run to the RPCs waiting for
  * them, oldest first; they are looked at in this run. */
 static void budget_serve(struct homa_engine *eng, uint64_t now)
@@ -822,6 +846,7 @@ static void budget_serve(struct homa_engine *eng, uint64_t now)
     while (n != &eng->waiting) {
         struct homa_peer *peer = HOMA_CONTAINER(n, struct homa_peer, waiting_node);
         n = n->next;
+        if (!hlist_empty(&peer->budget_wait[HOMA_BUDGET_PROD])) budget_doubt(eng, peer, now);
         bool more = false;
         for (int c = 0; c < HOMA_BUDGET_CLASSES; c++) {
             struct hlist *q = &peer->budget_wait[c];
@@ -917,7 +942,6 @@ static bool check_rpc(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t no
     /* When it could die, and a look at least once a timeout in any case. */
     at_least(next, now + timeout);
     at_least(next, (rpc->last_heard > port_heard ? rpc->last_heard : port_heard) + timeout + lag);
-    if (!port_doubt) at_least(next, port_heard + timeout / 4 + lag);
     if (rpc->unknowns >= HOMA_UNKNOWNS_FATAL) at_least(next, rpc->unknown_since + timeout);
     struct homa_msgin *m = &rpc->in;
 
@@ -1061,6 +1085,7 @@ void homa_timer_run(struct homa_engine *eng, uint64_t now, uint64_t late)
             r->forgiven_seen = eng->forgiven;
         }
         r->wanted = false;
+        eng->timer_checks++;
         uint64_t next;
         if (!check_rpc(eng, r, now, &next)) {
             /* Tokens and queue places of prods no longer wanted go. */

@@ -233,6 +233,7 @@ enum {
 struct homa_peer_port {
     uint16_t port;
     uint64_t last_heard;
+    uint64_t doubt_scanned; /* 1 + last_heard when its queued prods last moved to DOUBT */
 };
 #define HOMA_PEER_MAX_PORTS 256
 
@@ -314,6 +315,7 @@ struct homa_engine {
     uint64_t in_lag;  /* longest wait of a packet read since the last timer run */
     uint64_t lag;     /* estimated wait of packets in our receive path (timer) */
     uint64_t forgiven; /* sum of the local stalls forgiven (timer runs late) */
+    uint64_t timer_checks; /* RPCs the timer looked at (tests: cost follows what is due) */
 
     /* hash tables */
     struct homa_rpc **client_tab;

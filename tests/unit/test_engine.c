@@ -520,6 +520,47 @@ static void homa_engine_timer__prods_bounded_with_backlog(void **state)
     pair_destroy(&p);
 }
 
+/* The timer's cost follows what is due, not what is live: 2,000 requests
+ * wait at a server whose application is busy for a second.  Checking every
+ * live RPC each tick (as before the timer wheel) would look at 4,000 per
+ * tick; the wheel looks at those with a deadline or a turn for a prod. */
+static void homa_engine_timer__cost_follows_due_rpcs(void **state)
+{
+    (void)state;
+    struct pair p;
+    setup_pair(&p, NULL);
+    enum { N = 2000, TICKS = 1000 };
+    static uint8_t req[100];
+    for (int i = 0; i < N; i++)
+        assert_int_equal(homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, req,
+                                                  sizeof(req), (uint64_t)i, NULL),
+                         0);
+    pair_settle(&p);
+    homa_counters a1, c0, c1;
+    homa_engine_counters(p.e[1], &a1);
+    uint64_t k0 = p.e[0]->timer_checks, k1 = p.e[1]->timer_checks;
+    for (int t = 0; t < TICKS; t++)
+        pair_advance(&p, MS);
+    homa_engine_counters(p.e[0], &c0);
+    homa_engine_counters(p.e[1], &c1);
+    k0 = p.e[0]->timer_checks - k0;
+    k1 = p.e[1]->timer_checks - k1;
+    assert_int_equal(c0.rpcs_live, N);
+    assert_int_equal(c0.client_timeouts, 0);
+    /* requests waiting for the server's application need no timer: it
+     * looks at one only after a packet about it (the client's prods) */
+    print_message("server timer checks %llu, RESENDs in %llu\n",
+                  (unsigned long long)k1,
+                  (unsigned long long)(c1.resend_in - a1.resend_in));
+    assert_true(k1 <= c1.resend_in - a1.resend_in + N);
+    /* the client's: a look a timeout (100 ticks) at most, and prods */
+    uint64_t per_tick = k0 / TICKS;
+    print_message("client timer checks per tick with %d waiting: %llu\n", N,
+                  (unsigned long long)per_tick);
+    assert_true(per_tick <= N / 40);
+    pair_destroy(&p);
+}
+
 /* Captures the first DATA packet from the client to replay it later. */
 struct capture {
     uint8_t data[2000];
@@ -1466,6 +1507,7 @@ int main(void)
         cmocka_unit_test(homa_engine_timer__dead_server_times_out),
         cmocka_unit_test(homa_engine_timer__local_stall_is_not_silence),
         cmocka_unit_test(homa_engine_timer__prods_bounded_with_backlog),
+        cmocka_unit_test(homa_engine_timer__cost_follows_due_rpcs),
         cmocka_unit_test(homa_engine_timer__silent_resend_at_top_priority),
         cmocka_unit_test(homa_engine_timer__server_timeout_leaves_tombstone),
         cmocka_unit_test(homa_engine_input__restarted_request_keeps_tombstone),
