@@ -190,7 +190,10 @@ grep -E '^  (rpcs|errors) ' <<<"$out" | sed 's/^/   /'
 
 if compgen -G "$ROOT/docs/man/libhoma.3.scd" >/dev/null; then
     note "man -w libhoma"
-    dpkg-deb -c "$WORK"/libhoma-dev_0.1.0-1_*.deb | grep -q 'usr/share/man/man3/libhoma.3' ||
+    # Listing first, then grep: with pipefail, grep -q quitting early
+    # kills dpkg-deb with SIGPIPE and reads as a missing page.
+    listing=$(dpkg-deb -c "$WORK"/libhoma-dev_0.1.0-1_*.deb)
+    grep -q 'usr/share/man/man3/libhoma.3' <<<"$listing" ||
         fail "libhoma-dev has no libhoma(3) page"
     if compgen -G "/usr/share/man/man3/libhoma.3*" >/dev/null; then
         page=$(as_user man -w libhoma) || fail "man -w libhoma found no page"

@@ -34,7 +34,7 @@ hx_resolve_env() {
     HX_BUSYBOX=${HX_BUSYBOX:-}
     if [[ -z $HX_BUSYBOX ]]; then
         for b in /bin/busybox /usr/bin/busybox; do
-            if [[ -x $b ]] && file -L "$b" 2>/dev/null | grep -q 'statically linked'; then
+            if [[ -x $b ]] && [[ $(file -L "$b" 2>/dev/null) == *'statically linked'* ]]; then
                 HX_BUSYBOX=$b
                 break
             fi
