@@ -461,7 +461,7 @@ void homa_ctl_queue(struct homa_engine *eng, struct homa_rpc *rpc, const homa_ad
 
 void homa_notify_tx(struct homa_engine *eng)
 {
-    if (eng->ops.want_tx && (eng->ctl_count > 0 || !hlist_empty(&eng->sendable)))
+    if (eng->ops.want_tx && (eng->ctl_count > 0 || homa_out_any(eng)))
         eng->ops.want_tx(eng->ops.ctx);
 }
 
@@ -689,7 +689,7 @@ int homa_engine_create(const homa_config *cfg, const homa_engine_ops *ops, homa_
     for (int i = 0; i < HOMA_WHEEL_SLOTS; i++)
         hlist_init(&eng->wheel[i]);
     hlist_init(&eng->waiting);
-    hlist_init(&eng->sendable);
+    for (unsigned i = 0; i < HOMA_SENDQ_BUCKETS; i++) hlist_init(&eng->sendq[i]);
     hlist_init(&eng->resending);
     hlist_init(&eng->grantable);
     hlist_init(&eng->zombies);
@@ -792,8 +792,7 @@ void homa_engine_queue_stats(const homa_engine *eng, homa_queue_stats *out)
         const struct homa_rpc *r = HOMA_CONTAINER(n, struct homa_rpc, all_node);
         if (has_unsent(r)) out->tx_msgs++;
     }
-    for (const struct hlist *n = eng->sendable.next; n != &eng->sendable; n = n->next)
-        out->tx_ready++;
+    out->tx_ready = homa_out_queued(eng);
     const struct homa_peer *seen[64];
     for (const struct hlist *n = eng->grantable.next; n != &eng->grantable; n = n->next) {
         const struct homa_rpc *r = HOMA_CONTAINER(n, struct homa_rpc, grant_node);

@@ -149,6 +149,9 @@ struct homa_peer;
 struct homa_port;
 
 #define HOMA_WHEEL_SLOTS 1024 /* power of two */
+/* Send queue buckets (output.c): one per byte count below 1,024 bytes left,
+ * then 32 per power of two up to 2^32 (1,728, a multiple of 64). */
+#define HOMA_SENDQ_BUCKETS 1728
 
 struct homa_rpc {
     uint64_t id; /* local id: even for client RPCs, odd for server RPCs */
@@ -190,11 +193,12 @@ struct homa_rpc {
      * through). */
     uint64_t in_progress;
     uint8_t asks;
+    uint16_t send_bucket; /* while send_node is linked */
     struct homa_msgout out;
     struct homa_msgin in;
     struct hlist all_node;   /* eng->rpcs */
     struct hlist ready_node; /* port->ready */
-    struct hlist send_node;  /* eng->sendable (sorted) */
+    struct hlist send_node;  /* eng->sendq[send_bucket] (sorted) */
     struct hlist rtx_node;   /* eng->resending (FIFO) while out.num_rtx > 0 */
     struct hlist grant_node; /* eng->grantable (sorted) */
     /* Timer: the wheel slot of the tick that next looks at this RPC
@@ -316,6 +320,7 @@ struct homa_engine {
     uint64_t lag;     /* estimated wait of packets in our receive path (timer) */
     uint64_t forgiven; /* sum of the local stalls forgiven (timer runs late) */
     uint64_t timer_checks; /* RPCs the timer looked at (tests: cost follows what is due) */
+    uint64_t sendq_steps;  /* entries send queue inserts stepped past (tests) */
 
     /* hash tables */
     struct homa_rpc **client_tab;
@@ -333,7 +338,11 @@ struct homa_engine {
      * it puts back), so a run costs what is due, not what is live. */
     struct hlist wheel[HOMA_WHEEL_SLOTS];
     struct hlist waiting; /* peers with RPCs queued for prod budget */
-    struct hlist sendable;  /* outgoing messages with something to send now, SRPT order */
+    /* Outgoing messages with something to send now, SRPT order: bucketed by
+     * bytes left (output.c), a bit per non-empty bucket. */
+    struct hlist sendq[HOMA_SENDQ_BUCKETS];
+    uint64_t sendq_bits[HOMA_SENDQ_BUCKETS / 64];
+    uint32_t sendq_len;
     struct hlist resending; /* outgoing messages with ranges to retransmit, oldest first */
     struct hlist grantable; /* incoming messages needing grants, SRPT order */
     struct hlist zombies;   /* freed RPCs whose message the app still holds */
@@ -425,6 +434,8 @@ void homa_in_destroy(struct homa_engine *eng, struct homa_rpc *rpc);
 
 /* output.c */
 void homa_out_start(struct homa_engine *eng, struct homa_rpc *rpc, uint8_t *buf, uint32_t len);
+bool homa_out_any(const struct homa_engine *eng);
+uint32_t homa_out_queued(const struct homa_engine *eng);
 void homa_out_update(struct homa_engine *eng, struct homa_rpc *rpc);
 void homa_out_remove(struct homa_engine *eng, struct homa_rpc *rpc);
 bool homa_out_done(const struct homa_msgout *m);

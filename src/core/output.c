@@ -1,7 +1,7 @@
 /* Transmission: the sender side of SRPT and the pull interface.
  *
  * Outgoing messages that may send something right now (granted bytes not yet
- * sent, or ranges a RESEND asked for) sit in eng->sendable, sorted by bytes
+ * sent, or ranges a RESEND asked for) sit in eng->sendq, sorted by bytes
  * left to transmit, shortest first.  A pull walks that list from its head,
  * so the decision of what goes next is made at the moment the driver has
  * room.  Sending from the head only shortens the head's remaining bytes, so
@@ -45,15 +45,72 @@ static bool sends_before(const struct homa_rpc *o, const struct homa_rpc *rpc, u
     return orem < rem || (orem == rem && o->birth <= rpc->birth);
 }
 
-/* Inserts in SRPT order, searching from both ends at once: a new message
- * is usually the youngest of its size (its place is near the tail) or
- * shorter than the long ones queued (near the head), so a long queue costs
- * a few steps, not a walk through it. */
-static void sendable_insert(struct homa_engine *eng, struct homa_rpc *rpc)
+/* The send queue.  One sorted list would cost a walk through it for every
+ * insert: with thousands of requests waiting (a client behind its offered
+ * load, a burst of retransmissions) those walks ate half the client's CPU,
+ * which made the backlog grow faster: a collapse that fed itself.  So the
+ * queue is bucketed by bytes left, log-linear (exact below 1,024 bytes,
+ * where most messages of W1 and W2 are; 32 buckets per power of two above),
+ * each bucket sorted, with a bit per non-empty bucket: an insert searches
+ * one bucket of near-equal sizes (the youngest goes last, an old restarted
+ * request first: both found in a step), and finding the next message is a
+ * find-first-set. */
+static inline unsigned sendq_bucket(uint32_t rem)
 {
-    uint32_t rem = remaining(&rpc->out);
-    struct hlist *end = &eng->sendable, *h = end->next, *t = end->prev;
-    for (;;) {
+    if (rem < 1024) return rem;
+    unsigned e = 31u - (unsigned)__builtin_clz(rem); /* 10..31 */
+    return 1024u + (e - 10u) * 32u + ((rem >> (e - 5u)) & 31u);
+}
+
+/* The first queued message in bucket b or a later one, or NULL. */
+static struct homa_rpc *sendq_first_from(const struct homa_engine *eng, unsigned b)
+{
+    for (unsigned w = b / 64; w < HOMA_SENDQ_BUCKETS / 64; w++) {
+        uint64_t bits = eng->sendq_bits[w];
+        if (w == b / 64) bits &= ~0ull << (b % 64);
+        if (bits) {
+            unsigned i = w * 64 + (unsigned)__builtin_ctzll(bits);
+            return HOMA_CONTAINER(eng->sendq[i].next, struct homa_rpc, send_node);
+        }
+    }
+    return NULL;
+}
+
+static struct homa_rpc *sendq_next(const struct homa_engine *eng, const struct homa_rpc *rpc)
+{
+    const struct hlist *n = rpc->send_node.next;
+    if (n != &eng->sendq[rpc->send_bucket])
+        return HOMA_CONTAINER(n, struct homa_rpc, send_node);
+    return sendq_first_from(eng, rpc->send_bucket + 1u);
+}
+
+bool homa_out_any(const struct homa_engine *eng)
+{
+    return eng->sendq_len > 0;
+}
+
+uint32_t homa_out_queued(const struct homa_engine *eng)
+{
+    return eng->sendq_len;
+}
+
+static void sendq_del(struct homa_engine *eng, struct homa_rpc *rpc)
+{
+    if (!hlist_linked(&rpc->send_node)) return;
+    unsigned b = rpc->send_bucket;
+    hlist_del(&rpc->send_node);
+    if (hlist_empty(&eng->sendq[b])) eng->sendq_bits[b / 64] &= ~(1ull << (b % 64));
+    eng->sendq_len--;
+}
+
+/* Inserts rpc into one bucket's list in SRPT order, searching from both
+ * ends at once: a new message is usually the youngest of its size (its
+ * place is near the tail) or shorter than those queued (near the head). */
+static void bucket_insert(struct homa_engine *eng, struct hlist *end, struct homa_rpc *rpc,
+                          uint32_t rem)
+{
+    struct hlist *h = end->next, *t = end->prev;
+    for (;; eng->sendq_steps++) {
         if (h == end || !sends_before(HOMA_CONTAINER(h, struct homa_rpc, send_node), rpc, rem)) {
             hlist_insert_before(h, &rpc->send_node);
             return;
@@ -67,16 +124,48 @@ static void sendable_insert(struct homa_engine *eng, struct homa_rpc *rpc)
     }
 }
 
-/* Puts the RPC in or out of the sendable and resending lists to match its
- * state. */
+static void sendq_insert(struct homa_engine *eng, struct homa_rpc *rpc)
+{
+    uint32_t rem = remaining(&rpc->out);
+    unsigned b = sendq_bucket(rem);
+    /* Nothing left but retransmissions (or an empty message): all alike,
+     * first come first served.  Ordered by birth, an old message asked
+     * for a lost packet had to walk past every younger one. */
+    if (b == 0)
+        hlist_add_tail(&eng->sendq[0], &rpc->send_node);
+    else
+        bucket_insert(eng, &eng->sendq[b], rpc, rem);
+    rpc->send_bucket = (uint16_t)b;
+    eng->sendq_bits[b / 64] |= 1ull << (b % 64);
+    eng->sendq_len++;
+}
+
+/* True if a queued message is no longer where SRPT order puts it: it sent
+ * a packet, so it has fewer bytes left than its predecessor may have. */
+static bool sendq_misplaced(const struct homa_engine *eng, const struct homa_rpc *rpc)
+{
+    uint32_t rem = remaining(&rpc->out);
+    if (sendq_bucket(rem) != rpc->send_bucket) return true;
+    if (rem == 0) return false; /* bucket 0 is FIFO */
+    const struct hlist *p = rpc->send_node.prev;
+    return p != &eng->sendq[rpc->send_bucket] &&
+           !sends_before(HOMA_CONTAINER(p, struct homa_rpc, send_node), rpc, rem);
+}
+
+/* Puts the RPC in or out of the send queue and the resending list to match
+ * its state. */
 void homa_out_update(struct homa_engine *eng, struct homa_rpc *rpc)
 {
     bool want = can_send(&rpc->out);
     bool in = hlist_linked(&rpc->send_node);
+    if (want && in && sendq_misplaced(eng, rpc)) {
+        sendq_del(eng, rpc);
+        in = false;
+    }
     if (want && !in)
-        sendable_insert(eng, rpc);
+        sendq_insert(eng, rpc);
     else if (!want && in)
-        hlist_del(&rpc->send_node);
+        sendq_del(eng, rpc);
     bool rtx = rpc->out.active && rpc->out.num_rtx > 0;
     if (rtx && !hlist_linked(&rpc->rtx_node))
         hlist_add_tail(&eng->resending, &rpc->rtx_node);
@@ -86,8 +175,7 @@ void homa_out_update(struct homa_engine *eng, struct homa_rpc *rpc)
 
 void homa_out_remove(struct homa_engine *eng, struct homa_rpc *rpc)
 {
-    (void)eng;
-    hlist_del(&rpc->send_node);
+    sendq_del(eng, rpc);
     hlist_del(&rpc->rtx_node);
     rpc->out.num_rtx = 0;
     rpc->out.empty_pending = false;
@@ -382,9 +470,8 @@ int homa_engine_pull(homa_engine *eng, uint64_t now, homa_pkt_out *out, int max)
         send_one(eng, rpc, &out[n++], now);
         if (!hlist_linked(&rpc->rtx_node)) pos = next;
     }
-    pos = eng->sendable.next;
-    while (n < max && pos != &eng->sendable) {
-        struct homa_rpc *rpc = HOMA_CONTAINER(pos, struct homa_rpc, send_node);
+    struct homa_rpc *rpc = sendq_first_from(eng, 0);
+    while (n < max && rpc) {
         struct homa_msgout *m = &rpc->out;
         if (pacer_blocks(eng, now) && m->length >= eng->cfg.pacer_bypass_bytes) {
             /* Short messages bypass the pacer; they sort first, so once we
@@ -394,12 +481,14 @@ int homa_engine_pull(homa_engine *eng, uint64_t now, homa_pkt_out *out, int max)
                 eng->ctr.pacer_stalls++;
                 break;
             }
-            pos = pos->next;
+            rpc = sendq_next(eng, rpc);
             continue;
         }
-        struct hlist *next = pos->next;
+        struct homa_rpc *next = sendq_next(eng, rpc);
         send_one(eng, rpc, &out[n++], now);
-        if (!hlist_linked(&rpc->send_node)) pos = next;
+        /* Still queued: it goes on (it has the fewest bytes left of those
+         * after it, and may have moved to an earlier bucket). */
+        if (!hlist_linked(&rpc->send_node)) rpc = next;
     }
     if (n > 0) eng->tx_pins++;
     eng->ctr.pkts_out += (uint64_t)n;

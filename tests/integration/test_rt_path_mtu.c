@@ -24,6 +24,9 @@
         exit(1);                                                                                   \
     } while (0)
 
+static const size_t sizes[] = {0, 1, 1400, 1452, 1453, 100000, 1000000};
+#define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
+
 static void serve(homa_socket *s, int count)
 {
     for (int i = 0; count < 0 || i < count; i++) {
@@ -37,14 +40,14 @@ static void serve(homa_socket *s, int count)
     }
 }
 
+/* Serves the NSIZES loopback calls, then returns: the socket is closed only
+ * after the join (closing it under a thread still in homa_release() was a
+ * use after free). */
 static void *loop_server(void *arg)
 {
-    serve(arg, -1);
+    serve(arg, (int)NSIZES);
     return NULL;
 }
-
-static const size_t sizes[] = {0, 1, 1400, 1452, 1453, 100000, 1000000};
-#define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
 
 /* RPCs of every size to dst; returns the UDP payload bytes per datagram
  * the client sent meanwhile. */
@@ -109,8 +112,8 @@ int main(int argc, char **argv)
     /* 1,500 less 20 (IPv4) and 8 (UDP) */
     if (far_per > 1472) FAIL("datagrams to the 1,500-byte path average %.0f B: fragments", far_per);
     if (near_per < 8000) FAIL("loopback datagrams average only %.0f B", near_per);
-    homa_socket_close(ls);
     pthread_join(th, NULL);
+    homa_socket_close(ls);
     homa_socket_close(s);
     homa_runtime_destroy(rt);
     printf("test_rt_path_mtu: ok\n");

@@ -66,6 +66,70 @@ static void homa_engine_pull__srpt_order(void **state)
     homa_engine_destroy(e);
 }
 
+/* SRPT order holds across the send queue's buckets: 2,000 requests of
+ * sizes below 1,024 bytes (one bucket each), repeated sizes and long ones
+ * (partly sent, they move to shorter buckets), more arriving while the
+ * queue drains, pulled one packet at a time.  Each packet must come from
+ * the message with the fewest bytes left of those that may send (then the
+ * oldest), and an insert must cost a few steps, not a walk through the
+ * queue (a sorted list stepped past about a quarter of it). */
+#define SQ_N 2000
+static void homa_engine_pull__srpt_order_across_buckets(void **state)
+{
+    (void)state;
+    homa_engine *e = make(NULL);
+    static uint32_t len[SQ_N], sent[SQ_N];
+    static uint64_t ids[SQ_N];
+    uint32_t x = 12345;
+    int queued = 0;
+    uint64_t now = 1;
+    homa_pkt_out out[1];
+    int packets = 0;
+    for (;;) {
+        /* 40 new requests every 25 packets until all are queued */
+        if (packets % 25 == 0)
+            for (int k = 0; k < 40 && queued < SQ_N; k++, queued++) {
+                x = x * 1103515245u + 12345u;
+                uint32_t r = (x >> 8) % 100;
+                len[queued] = r < 40 ? 1 + (x >> 12) % 1023 : r < 60 ? 500 : 1024 + (x >> 12) % 150000;
+                ids[queued] = send(e, now++, len[queued]);
+            }
+        int n = homa_engine_pull(e, now++, out, 1);
+        if (n == 0) break;
+        struct homa_wire_pkt p;
+        decode(&out[0], &p);
+        assert_int_equal(p.type, HOMA_PKT_DATA);
+        int best = -1, got = -1;
+        for (int i = 0; i < queued; i++) {
+            uint32_t can = len[i] < 40000 ? len[i] : 40000; /* unscheduled */
+            if (ids[i] == p.sender_id) got = i;
+            if (sent[i] >= can) continue;
+            if (best < 0 || len[i] - sent[i] < len[best] - sent[best]) best = i;
+        }
+        assert_true(got >= 0);
+        assert_int_equal(got, best); /* ties: the older (lower index) wins */
+        sent[got] += out[0].payload_len;
+        homa_engine_pull_done(e);
+        packets++;
+    }
+    assert_int_equal(queued, SQ_N);
+    for (int i = 0; i < SQ_N; i++) assert_int_equal(sent[i], len[i] < 40000 ? len[i] : 40000);
+    /* W1-like: 20,000 queued requests of sizes below 1,024 bytes */
+    homa_engine_destroy(e);
+    homa_config cfg;
+    homa_config_default(&cfg);
+    e = make(&cfg);
+    uint64_t s0 = e->sendq_steps;
+    for (int i = 0; i < 20000; i++) {
+        x = x * 1103515245u + 12345u;
+        send(e, now++, 8 + (x >> 12) % 1000);
+    }
+    uint64_t steps = e->sendq_steps - s0;
+    print_message("20,000 inserts stepped past %llu entries\n", (unsigned long long)steps);
+    assert_true(steps <= 2 * 20000);
+    homa_engine_destroy(e);
+}
+
 /* A range the receiver asked for again goes before shorter messages: the
  * receiver granted it and waits, and under SRPT a long message's lost
  * packet could wait behind every shorter message for longer than the
@@ -454,6 +518,7 @@ int main(void)
     for (size_t i = 0; i < sizeof(big); i++) big[i] = (uint8_t)i;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(homa_engine_pull__srpt_order),
+        cmocka_unit_test(homa_engine_pull__srpt_order_across_buckets),
         cmocka_unit_test(homa_engine_pull__retransmission_before_srpt),
         cmocka_unit_test(homa_engine_pull__unscheduled_limit_and_priorities),
         cmocka_unit_test(homa_engine_pull__control_first),
