@@ -689,7 +689,8 @@ int homa_engine_create(const homa_config *cfg, const homa_engine_ops *ops, homa_
     for (int i = 0; i < HOMA_WHEEL_SLOTS; i++)
         hlist_init(&eng->wheel[i]);
     hlist_init(&eng->waiting);
-    for (unsigned i = 0; i < HOMA_SENDQ_BUCKETS; i++) hlist_init(&eng->sendq[i]);
+    for (unsigned i = 0; i < HOMA_SENDQ_BUCKETS; i++)
+        hlist_init(&eng->sendq[i]);
     hlist_init(&eng->resending);
     hlist_init(&eng->grantable);
     hlist_init(&eng->zombies);

@@ -493,7 +493,7 @@ static int handle_resend(struct homa_engine *eng, uint64_t now, struct homa_rpc 
 }
 
 static uint64_t request_missing(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t now,
-                            bool silent);
+                                bool silent);
 static void resend_response_start(struct homa_engine *eng, struct homa_rpc *rpc);
 
 static void handle_need_ack(struct homa_engine *eng, uint64_t now, const homa_addr *src,
@@ -778,8 +778,8 @@ static bool budget_token(struct homa_engine *eng, struct homa_peer *peer, int c,
         /* A peer that answers (BUSY, RPC_UNKNOWN) lets lost requests be
          * found quickly; one that has gone quiet is not flooded. */
         uint64_t quiet = (uint64_t)cf->resend_interval * cf->tick_ns;
-        burst = now - peer->last_heard < quiet ? HOMA_RESENDS_PER_PEER
-                                               : HOMA_RESENDS_PER_SILENT_PEER;
+        burst =
+            now - peer->last_heard < quiet ? HOMA_RESENDS_PER_PEER : HOMA_RESENDS_PER_SILENT_PEER;
         interval = cf->tick_ns;
     } else {
         interval = (uint64_t)cf->resend_interval * cf->tick_ns;
@@ -878,8 +878,7 @@ void homa_timer_forget(struct homa_rpc *rpc)
 }
 
 /* Puts rpc on the wheel for the first run at or after time `when`. */
-static void schedule_at(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t now,
-                        uint64_t when)
+static void schedule_at(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t now, uint64_t when)
 {
     if (when == NEVER) {
         hlist_del(&rpc->timer_node);
@@ -1038,8 +1037,7 @@ static bool check_rpc(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t no
             at_least(next, rpc->last_prodded + resend_base + lag);
             return false;
         }
-        if (!take_budget(eng, rpc, recovery ? HOMA_BUDGET_RECOVER : prod_class, now))
-            return false;
+        if (!take_budget(eng, rpc, recovery ? HOMA_BUDGET_RECOVER : prod_class, now)) return false;
         resend_response_start(eng, rpc);
         rpc->last_prodded = now;
         if (recovery && rpc->probes < UINT8_MAX) rpc->probes++;

@@ -209,7 +209,7 @@ struct homa_rpc {
     uint64_t timer_tick;
     struct hlist wait_node;
     uint8_t waiting, granted;
-    bool wanted; /* asked for budget in the current check */
+    bool wanted;            /* asked for budget in the current check */
     uint64_t forgiven_seen; /* eng->forgiven when last_heard was set */
 };
 
@@ -313,12 +313,12 @@ struct homa_engine {
 
     uint64_t next_client_id;
     uint64_t next_tick;
-    uint64_t ticks;   /* timer runs so far */
-    uint64_t now;     /* latest time seen */
-    uint64_t arrived; /* when the packet being handled reached this host */
-    uint64_t in_lag;  /* longest wait of a packet read since the last timer run */
-    uint64_t lag;     /* estimated wait of packets in our receive path (timer) */
-    uint64_t forgiven; /* sum of the local stalls forgiven (timer runs late) */
+    uint64_t ticks;        /* timer runs so far */
+    uint64_t now;          /* latest time seen */
+    uint64_t arrived;      /* when the packet being handled reached this host */
+    uint64_t in_lag;       /* longest wait of a packet read since the last timer run */
+    uint64_t lag;          /* estimated wait of packets in our receive path (timer) */
+    uint64_t forgiven;     /* sum of the local stalls forgiven (timer runs late) */
     uint64_t timer_checks; /* RPCs the timer looked at (tests: cost follows what is due) */
     uint64_t sendq_steps;  /* entries send queue inserts stepped past (tests) */
 
@@ -332,7 +332,7 @@ struct homa_engine {
     struct homa_port *port_tab[64];
     uint32_t num_ports;
 
-    struct hlist rpcs;      /* every live RPC */
+    struct hlist rpcs; /* every live RPC */
     /* Timer wheel: slot t % HOMA_WHEEL_SLOTS holds the RPCs the timer run
      * of tick t looks at (and those a multiple of the wheel later, which
      * it puts back), so a run costs what is due, not what is live. */

@@ -79,8 +79,7 @@ static struct homa_rpc *sendq_first_from(const struct homa_engine *eng, unsigned
 static struct homa_rpc *sendq_next(const struct homa_engine *eng, const struct homa_rpc *rpc)
 {
     const struct hlist *n = rpc->send_node.next;
-    if (n != &eng->sendq[rpc->send_bucket])
-        return HOMA_CONTAINER(n, struct homa_rpc, send_node);
+    if (n != &eng->sendq[rpc->send_bucket]) return HOMA_CONTAINER(n, struct homa_rpc, send_node);
     return sendq_first_from(eng, rpc->send_bucket + 1u);
 }
 

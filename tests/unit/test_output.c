@@ -58,9 +58,12 @@ static void homa_engine_pull__srpt_order(void **state)
         order[i] = p.sender_id;
         assert_true(out[i].payload_len <= 1400);
     }
-    for (int i = 0; i < 3; i++) assert_int_equal(order[i], b);
-    for (int i = 3; i < 11; i++) assert_int_equal(order[i], c);
-    for (int i = 11; i < n; i++) assert_int_equal(order[i], a);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(order[i], b);
+    for (int i = 3; i < 11; i++)
+        assert_int_equal(order[i], c);
+    for (int i = 11; i < n; i++)
+        assert_int_equal(order[i], a);
     homa_engine_pull_done(e);
     assert_int_equal(homa_engine_pull(e, 0, out, 64), 0);
     homa_engine_destroy(e);
@@ -91,7 +94,9 @@ static void homa_engine_pull__srpt_order_across_buckets(void **state)
             for (int k = 0; k < 40 && queued < SQ_N; k++, queued++) {
                 x = x * 1103515245u + 12345u;
                 uint32_t r = (x >> 8) % 100;
-                len[queued] = r < 40 ? 1 + (x >> 12) % 1023 : r < 60 ? 500 : 1024 + (x >> 12) % 150000;
+                len[queued] = r < 40   ? 1 + (x >> 12) % 1023
+                              : r < 60 ? 500
+                                       : 1024 + (x >> 12) % 150000;
                 ids[queued] = send(e, now++, len[queued]);
             }
         int n = homa_engine_pull(e, now++, out, 1);
@@ -113,7 +118,8 @@ static void homa_engine_pull__srpt_order_across_buckets(void **state)
         packets++;
     }
     assert_int_equal(queued, SQ_N);
-    for (int i = 0; i < SQ_N; i++) assert_int_equal(sent[i], len[i] < 40000 ? len[i] : 40000);
+    for (int i = 0; i < SQ_N; i++)
+        assert_int_equal(sent[i], len[i] < 40000 ? len[i] : 40000);
     /* W1-like: 20,000 queued requests of sizes below 1,024 bytes */
     homa_engine_destroy(e);
     homa_config cfg;
@@ -350,7 +356,8 @@ static void homa_engine_pull_done__defers_frees(void **state)
      * them (ASan would catch the use below) */
     assert_int_equal(homa_engine_abort(e, 0, PORT, id), 0);
     unsigned sum = 0;
-    for (uint32_t i = 0; i < out[0].payload_len; i++) sum += out[0].payload[i];
+    for (uint32_t i = 0; i < out[0].payload_len; i++)
+        sum += out[0].payload[i];
     (void)sum;
     homa_engine_pull_done(e);
     homa_engine_destroy(e);
@@ -515,7 +522,8 @@ static void homa_engine_timer__receive_lag_is_not_silence(void **state)
 
 int main(void)
 {
-    for (size_t i = 0; i < sizeof(big); i++) big[i] = (uint8_t)i;
+    for (size_t i = 0; i < sizeof(big); i++)
+        big[i] = (uint8_t)i;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(homa_engine_pull__srpt_order),
         cmocka_unit_test(homa_engine_pull__srpt_order_across_buckets),
