@@ -177,7 +177,7 @@ void hsim_print_options(FILE *f)
           "  --tick-us T             engine timer tick                             [1000]\n"
           "  --resend-ticks N        silence before a RESEND, in ticks             [5]\n"
           "  --resend-interval N     ticks between RESENDs                         [5]\n"
-          "  --gap-resend-ticks N    age of a hole asked for while data flows,     [5]\n"
+          "  --gap-resend-ticks N    age of a hole asked for while data flows,     [1]\n"
           "                          0 = only after silence (as in Linux)\n"
           "  --timeout-ticks N       silence before an RPC fails                   [100]\n"
           "  --max-rx-bytes N        per-host incoming buffer cap                  [16 GiB]\n"

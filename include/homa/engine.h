@@ -68,7 +68,7 @@ typedef struct homa_config {
     uint32_t tombstone_ticks; /* completed server RPC ids remembered this long; default 2*timeout */
     uint32_t max_tombstones;  /* cap on remembered completed server RPC ids; default 65,536 */
     /* A hole in an incoming message older than this many ticks is asked for
-     * again even while other data keeps arriving (default 5; 0 = only after
+     * again even while other data keeps arriving (default 1; 0 = only after
      * resend_ticks of silence, as in Linux). */
     uint32_t gap_resend_ticks;
     /* Receiver computes its unscheduled cutoffs from the lengths of the

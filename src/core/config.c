@@ -35,7 +35,7 @@ void homa_config_default(homa_config *cfg)
     cfg->max_ports = 1024;
     cfg->tombstone_ticks = 0; /* 0 = 2 * timeout_ticks */
     cfg->max_tombstones = 65536;
-    cfg->gap_resend_ticks = 5;
+    cfg->gap_resend_ticks = 1;
     cfg->adaptive_cutoffs = 1;
     cfg->cutoff_update_msgs = 1000;
     cfg->pkt_overhead = 0;
