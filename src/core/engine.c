@@ -461,7 +461,7 @@ void homa_ctl_queue(struct homa_engine *eng, struct homa_rpc *rpc, const homa_ad
 
 void homa_notify_tx(struct homa_engine *eng)
 {
-    if (eng->ops.want_tx && (eng->ctl_count > 0 || homa_out_any(eng)))
+    if (eng->ops.want_tx && (eng->ctl_count > 0 || homa_out_queued(eng) > 0))
         eng->ops.want_tx(eng->ops.ctx);
 }
 

@@ -434,7 +434,7 @@ void homa_in_destroy(struct homa_engine *eng, struct homa_rpc *rpc);
 
 /* output.c */
 void homa_out_start(struct homa_engine *eng, struct homa_rpc *rpc, uint8_t *buf, uint32_t len);
-bool homa_out_any(const struct homa_engine *eng);
+/* Messages in the send queue (something to send now). */
 uint32_t homa_out_queued(const struct homa_engine *eng);
 void homa_out_update(struct homa_engine *eng, struct homa_rpc *rpc);
 void homa_out_remove(struct homa_engine *eng, struct homa_rpc *rpc);

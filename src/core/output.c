@@ -2,10 +2,10 @@
  *
  * Outgoing messages that may send something right now (granted bytes not yet
  * sent, or ranges a RESEND asked for) sit in eng->sendq, sorted by bytes
- * left to transmit, shortest first.  A pull walks that list from its head,
- * so the decision of what goes next is made at the moment the driver has
- * room.  Sending from the head only shortens the head's remaining bytes, so
- * the order is kept without re-sorting.
+ * left to transmit, shortest first.  A pull walks it from its head, so the
+ * decision of what goes next is made at the moment the driver has room.  A
+ * message that sent a packet moves if it now has fewer bytes left than the
+ * one before it (homa_out_update).
  *
  * Ranges a RESEND asked for go before all of that (eng->resending, oldest
  * first): the receiver granted them and is waiting.  Under SRPT alone a
@@ -81,11 +81,6 @@ static struct homa_rpc *sendq_next(const struct homa_engine *eng, const struct h
     const struct hlist *n = rpc->send_node.next;
     if (n != &eng->sendq[rpc->send_bucket]) return HOMA_CONTAINER(n, struct homa_rpc, send_node);
     return sendq_first_from(eng, rpc->send_bucket + 1u);
-}
-
-bool homa_out_any(const struct homa_engine *eng)
-{
-    return eng->sendq_len > 0;
 }
 
 uint32_t homa_out_queued(const struct homa_engine *eng)

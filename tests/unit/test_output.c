@@ -75,7 +75,8 @@ static void homa_engine_pull__srpt_order(void **state)
  * queue drains, pulled one packet at a time.  Each packet must come from
  * the message with the fewest bytes left of those that may send (then the
  * oldest), and an insert must cost a few steps, not a walk through the
- * queue (a sorted list stepped past about a quarter of it). */
+ * queue (the sorted list it replaced stepped past 5-35 entries per insert
+ * with 1,300-13,000 queued, measured in W1 under loss). */
 #define SQ_N 2000
 static void homa_engine_pull__srpt_order_across_buckets(void **state)
 {
@@ -122,9 +123,7 @@ static void homa_engine_pull__srpt_order_across_buckets(void **state)
         assert_int_equal(sent[i], len[i] < 40000 ? len[i] : 40000);
     /* W1-like: 20,000 queued requests of sizes below 1,024 bytes */
     homa_engine_destroy(e);
-    homa_config cfg;
-    homa_config_default(&cfg);
-    e = make(&cfg);
+    e = make(NULL);
     uint64_t s0 = e->sendq_steps;
     for (int i = 0; i < 20000; i++) {
         x = x * 1103515245u + 12345u;
