@@ -41,12 +41,12 @@ typedef struct homa_addr {
 /* All protocol parameters.  homa_config_default() fills the defaults of the
  * Linux implementation; homa_engine_create() validates. */
 typedef struct homa_config {
-    uint32_t max_message_length; /* default 1,000,000; up to 2^31-1 */
-    uint32_t max_payload;        /* payload bytes per DATA packet; default 1,400 */
-    uint32_t unsched_bytes;      /* sent without grants; default 40,000 */
-    uint32_t grant_window;       /* granted-ahead bytes per message; default = unsched_bytes */
-    uint32_t max_incoming;       /* cap on granted-but-unreceived bytes; default 400,000 */
-    uint32_t max_overcommit;     /* messages granted at once; default 8 */
+    uint32_t max_message_length;   /* default 1,000,000; up to 2^31-1 */
+    uint32_t max_payload;          /* payload bytes per DATA packet; default 1,400 */
+    uint32_t unsched_bytes;        /* sent without grants; default 40,000 */
+    uint32_t grant_window;         /* granted-ahead bytes per message; default = unsched_bytes */
+    uint32_t max_incoming;         /* cap on granted-but-unreceived bytes; default 400,000 */
+    uint32_t max_overcommit;       /* messages granted at once; default 8 */
     uint32_t grant_fifo_permille;  /* share of grants to the oldest message; default 50 (5 %) */
     uint32_t fifo_grant_increment; /* bytes per fifo grant; default 50,000 */
     uint32_t num_priorities;       /* 1..8; default 8 */
@@ -54,15 +54,19 @@ typedef struct homa_config {
      * its unscheduled bytes (receiver-side, announced in CUTOFFS); entries
      * not used for unscheduled traffic are 0; entry 0 is "everything". */
     uint32_t unsched_cutoffs[8];
-    uint64_t tick_ns;         /* timer tick; default 1 ms */
-    uint32_t resend_ticks;    /* silence before the first RESEND; default 5 */
-    uint32_t resend_interval; /* ticks between RESENDs; default 5 */
-    uint32_t timeout_ticks;   /* silence before an RPC is aborted; default 100 */
-    uint32_t need_ack_ticks;  /* server waits this long for an ack; default 2 */
-    uint64_t link_bps;        /* pacer link rate in bit/s; 0 = no pacing (default) */
+    uint64_t tick_ns;            /* timer tick; default 1 ms */
+    uint32_t resend_ticks;       /* silence before the first RESEND; default 5 */
+    uint32_t resend_interval;    /* ticks between RESENDs; default 5 */
+    uint32_t timeout_ticks;      /* silence before an RPC is aborted; default 100 */
+    uint32_t need_ack_ticks;     /* server waits this long for an ack; default 2 */
+    uint64_t link_bps;           /* pacer link rate in bit/s; 0 = no pacing (default) */
     uint32_t max_nic_queue_ns;   /* pacer: max estimated NIC backlog; default 5,000 */
     uint32_t pacer_bypass_bytes; /* messages shorter than this are never paced; default 1,000 */
-    uint64_t max_rx_bytes;    /* cap on memory for incoming messages; default 256 MiB */
+    /* Cap on memory for incoming messages; default 256 MiB.  A request that
+     * finds it spent waits (its client hears BUSY) and is served first come
+     * first served as memory frees; only one longer than the cap, or a
+     * response that does not fit (HOMA_ERR_NOMEM), is refused. */
+    uint64_t max_rx_bytes;
     uint32_t max_rpcs;        /* cap on live RPCs (client + server); default 100,000 */
     uint32_t max_ports;       /* cap on open ports; default 1,024 */
     uint32_t tombstone_ticks; /* completed server RPC ids remembered this long; default 2*timeout */
@@ -158,16 +162,16 @@ HOMA_API int homa_engine_peer_unreachable(homa_engine *eng, uint64_t now, const 
 
 /* A received message (or a failed client RPC) handed to the application. */
 typedef struct homa_msg {
-    uint64_t id;          /* local RPC id: even = our request's response, odd = a request */
-    uint64_t cookie;      /* the cookie given to send_request (responses only) */
-    homa_addr peer;       /* the other host */
-    uint16_t peer_port;   /* the other side's port */
-    uint16_t port;        /* our port */
-    int is_request;       /* 1: a request to reply to; 0: a response or failure */
-    int error;            /* 0, or why the client RPC failed (HOMA_ERR_TIMEOUT...) */
-    const uint8_t *data;  /* message bytes, valid until homa_engine_release() */
+    uint64_t id;         /* local RPC id: even = our request's response, odd = a request */
+    uint64_t cookie;     /* the cookie given to send_request (responses only) */
+    homa_addr peer;      /* the other host */
+    uint16_t peer_port;  /* the other side's port */
+    uint16_t port;       /* our port */
+    int is_request;      /* 1: a request to reply to; 0: a response or failure */
+    int error;           /* 0, or why the client RPC failed (HOMA_ERR_TIMEOUT...) */
+    const uint8_t *data; /* message bytes, valid until homa_engine_release() */
     size_t length;
-    void *handle;         /* engine-private */
+    void *handle; /* engine-private */
 } homa_msg;
 
 #define HOMA_RECV_REQUEST 1u
@@ -298,7 +302,7 @@ enum homa_drop_reason {
     HOMA_DROP_INCONSISTENT, /* message_length differs from earlier packets of the RPC */
     HOMA_DROP_NO_PORT,      /* destination port not open */
     HOMA_DROP_NO_RPC,       /* no such RPC (stale or bogus) */
-    HOMA_DROP_NO_MEMORY,    /* max_rx_bytes or max_rpcs reached: new message refused */
+    HOMA_DROP_NO_MEMORY,    /* max_rx_bytes or max_rpcs reached: refused or waiting */
     HOMA_DROP_DUPLICATE,    /* DATA carrying no new bytes */
     HOMA_DROP_COMPLETED,    /* request of an RPC already completed (at-most-once) */
     HOMA_DROP__COUNT
@@ -368,7 +372,7 @@ HOMA_API const char *homa_drop_reason_name(int reason);
     X(drop_inconsistent, "dropped: message_length differs from earlier packets")                   \
     X(drop_no_port, "dropped: destination port not open")                                          \
     X(drop_no_rpc, "dropped: no such RPC")                                                         \
-    X(drop_no_memory, "dropped: new message refused (memory or RPC cap)")                          \
+    X(drop_no_memory, "dropped: message refused or waiting (memory or RPC cap)")                   \
     X(drop_duplicate, "dropped: DATA with no new bytes")                                           \
     X(drop_completed, "dropped: request of an already completed RPC")                              \
     X(rx_bytes_in_use, "gauge: bytes allocated for incoming messages")                             \

@@ -486,6 +486,7 @@ static struct homa_rpc *rpc_new(struct homa_engine *eng, uint64_t id, struct hom
     hlist_init(&r->grant_node);
     hlist_init(&r->timer_node);
     hlist_init(&r->wait_node);
+    hlist_init(&r->mem_node);
     hlist_add_tail(&eng->rpcs, &r->all_node);
     homa_timer_soon(eng, r);
     rpc_tab_insert(eng, r);
@@ -597,6 +598,8 @@ static void rpc_free(struct homa_engine *eng, struct homa_rpc *rpc, bool tomb)
     rpc_tab_remove(eng, rpc);
     hlist_del(&rpc->all_node);
     hlist_del(&rpc->ready_node);
+    hlist_del(&rpc->mem_node);
+    rpc->mem_wait = false;
     homa_timer_forget(rpc);
     homa_out_remove(eng, rpc);
     homa_free_outbuf(eng, rpc->out.buf, rpc->out.length);
@@ -693,6 +696,7 @@ int homa_engine_create(const homa_config *cfg, const homa_engine_ops *ops, homa_
         hlist_init(&eng->sendq[i]);
     hlist_init(&eng->resending);
     hlist_init(&eng->grantable);
+    hlist_init(&eng->mem_waitq);
     hlist_init(&eng->zombies);
     uint64_t r = eng->ops.random ? eng->ops.random(eng->ops.ctx) : 0;
     /* Client ids are even; start at a random point so two processes on one

@@ -191,6 +191,50 @@ static void client_restart(struct homa_engine *eng, struct homa_rpc *rpc)
     homa_out_update(eng, rpc);
 }
 
+/* rpc's incoming message gets its buffer (len bytes, of which the sender
+ * sends `incoming` unscheduled) and joins the grant scheduler. */
+static void msgin_start(struct homa_engine *eng, struct homa_rpc *rpc, uint8_t *buf, uint32_t len,
+                        uint32_t incoming)
+{
+    struct homa_msgin *m = &rpc->in;
+    homa_msgin_init_buf(m, buf, len, incoming);
+    rpc->in_progress = eng->now;
+    rpc->asks = 0;
+    eng->ctr.rx_bytes_in_use += len;
+    homa_gauge_max(&eng->ctr.rx_bytes_peak, eng->ctr.rx_bytes_in_use);
+    eng->ctr.incoming_bytes += homa_in_outstanding(m);
+    homa_gauge_max(&eng->ctr.incoming_peak, eng->ctr.incoming_bytes);
+    m->prio = HOMA_PRIO_NONE;
+    homa_cutoffs_observe(eng, len);
+    homa_grant_add(eng, rpc);
+}
+
+static uint64_t request_missing(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t now,
+                                bool silent);
+
+/* Requests waiting for max_rx_bytes get their buffers, first come first
+ * served (a long request at the head holds back shorter ones behind it,
+ * but none waits forever), and ask again for what their clients sent
+ * unscheduled: it was dropped while they waited. */
+static void mem_wait_serve(struct homa_engine *eng, uint64_t now)
+{
+    bool served = false;
+    while (!hlist_empty(&eng->mem_waitq)) {
+        struct homa_rpc *rpc = HOMA_CONTAINER(eng->mem_waitq.next, struct homa_rpc, mem_node);
+        if (eng->ctr.rx_bytes_in_use + rpc->mem_len > eng->cfg.max_rx_bytes) break;
+        uint8_t *buf = homa_buf_get(eng, rpc->mem_len);
+        if (!buf) break;
+        hlist_del(&rpc->mem_node);
+        rpc->mem_wait = false;
+        msgin_start(eng, rpc, buf, rpc->mem_len, rpc->mem_incoming);
+        request_missing(eng, rpc, now, true);
+        rpc->last_prodded = now;
+        homa_timer_soon(eng, rpc);
+        served = true;
+    }
+    if (served) homa_grant_check(eng);
+}
+
 /* Finds the RPC a DATA packet belongs to (creating a server RPC for the
  * first packet of a request) and sets up its incoming message.  Returns it,
  * or NULL with *reason set (not yet counted).  With `probe` (direct receive
@@ -206,6 +250,7 @@ static struct homa_rpc *data_target(struct homa_engine *eng, const homa_addr *sr
         *reason = HOMA_DROP_MSG_TOO_LONG;
         return NULL;
     }
+    if (!hlist_empty(&eng->mem_waitq)) mem_wait_serve(eng, eng->now);
     struct homa_rpc *rpc;
     if (local & 1) {
         rpc = homa_find_server(eng, local, src, pkt->sport);
@@ -219,8 +264,10 @@ static struct homa_rpc *data_target(struct homa_engine *eng, const homa_addr *sr
                 *reason = HOMA_DROP_COMPLETED;
                 return NULL;
             }
-            if (eng->ctr.rpcs_live >= eng->cfg.max_rpcs ||
-                eng->ctr.rx_bytes_in_use + len > eng->cfg.max_rx_bytes) {
+            /* Refused for good, without an RPC (its client hears
+             * RPC_UNKNOWN): only at the RPC cap, or a request that could
+             * never fit. */
+            if (eng->ctr.rpcs_live >= eng->cfg.max_rpcs || len > eng->cfg.max_rx_bytes) {
                 *reason = HOMA_DROP_NO_MEMORY;
                 return NULL;
             }
@@ -230,8 +277,29 @@ static struct homa_rpc *data_target(struct homa_engine *eng, const homa_addr *sr
                 *reason = HOMA_DROP_NO_MEMORY;
                 return NULL;
             }
+            /* No memory now (or others wait for it first): the RPC waits
+             * for its buffer, and its client hears BUSY, not RPC_UNKNOWN.
+             * Refused outright, a live server's requests failed under load
+             * (RPC_UNKNOWN restarts, refused again, for a timeout). */
+            if (len > 0 && (!hlist_empty(&eng->mem_waitq) ||
+                            eng->ctr.rx_bytes_in_use + len > eng->cfg.max_rx_bytes)) {
+                rpc->mem_wait = true;
+                rpc->mem_len = len;
+                rpc->mem_incoming = pkt->u.data.incoming;
+                hlist_add_tail(&eng->mem_waitq, &rpc->mem_node);
+                eng->mem_waits++;
+                *reason = HOMA_DROP_NO_MEMORY;
+                return NULL;
+            }
         } else if (rpc->state != RPC_SERVER_INCOMING) {
             *reason = HOMA_DROP_DUPLICATE;
+            return NULL;
+        } else if (rpc->mem_wait) {
+            /* Its turn comes from mem_wait_serve, in order; meanwhile its
+             * DATA shows the client is alive. */
+            homa_rpc_heard(eng, rpc, eng->now);
+            homa_peer_heard(rpc->peer, rpc->peer_port, eng->now);
+            *reason = HOMA_DROP_NO_MEMORY;
             return NULL;
         }
     } else {
@@ -269,16 +337,7 @@ static struct homa_rpc *data_target(struct homa_engine *eng, const homa_addr *sr
             *reason = HOMA_DROP_NO_MEMORY;
             return NULL;
         }
-        homa_msgin_init_buf(m, buf, len, pkt->u.data.incoming);
-        rpc->in_progress = eng->now;
-        rpc->asks = 0;
-        eng->ctr.rx_bytes_in_use += len;
-        homa_gauge_max(&eng->ctr.rx_bytes_peak, eng->ctr.rx_bytes_in_use);
-        eng->ctr.incoming_bytes += homa_in_outstanding(m);
-        homa_gauge_max(&eng->ctr.incoming_peak, eng->ctr.incoming_bytes);
-        m->prio = HOMA_PRIO_NONE;
-        homa_cutoffs_observe(eng, len);
-        homa_grant_add(eng, rpc);
+        msgin_start(eng, rpc, buf, len, pkt->u.data.incoming);
     } else if (m->length != len) {
         *reason = HOMA_DROP_INCONSISTENT;
         return NULL;
@@ -492,8 +551,6 @@ static int handle_resend(struct homa_engine *eng, uint64_t now, struct homa_rpc 
     return 0;
 }
 
-static uint64_t request_missing(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t now,
-                                bool silent);
 static void resend_response_start(struct homa_engine *eng, struct homa_rpc *rpc);
 
 static void handle_need_ack(struct homa_engine *eng, uint64_t now, const homa_addr *src,
@@ -613,7 +670,7 @@ int homa_engine_input_at(homa_engine *eng, uint64_t now, uint64_t arrived, const
             homa_grant_check(eng);
         } else if (rpc->state == RPC_CLIENT_ACTIVE && rpc->asked) {
             /* Deliberately not refreshing last_heard: a server that keeps
-             * answering RPC_UNKNOWN (e.g. refusing for lack of memory) must
+             * answering RPC_UNKNOWN (e.g. refusing at its RPC cap) must
              * still lead to a timeout.  Only one restart per RESEND: a
              * duplicated RESEND or RPC_UNKNOWN must not count twice. */
             client_restart(eng, rpc);
@@ -1058,6 +1115,7 @@ void homa_timer_run(struct homa_engine *eng, uint64_t now, uint64_t late)
         eng->forgiven += late;
     }
     budget_serve(eng, now);
+    if (!hlist_empty(&eng->mem_waitq)) mem_wait_serve(eng, now);
     /* This tick's slot, taken whole: what it schedules goes elsewhere. */
     struct hlist *slot = &eng->wheel[eng->ticks & (HOMA_WHEEL_SLOTS - 1)];
     struct hlist todo;

@@ -194,6 +194,14 @@ struct homa_rpc {
     uint64_t in_progress;
     uint8_t asks;
     uint16_t send_bucket; /* while send_node is linked */
+    /* Server: a request that arrived when max_rx_bytes was spent waits in
+     * eng->mem_waitq (mem_node) for its buffer, without one: its DATA is
+     * dropped meanwhile, a RESEND from its client draws BUSY, and once
+     * memory frees it gets a buffer and asks for its first mem_incoming
+     * bytes (what the client sends unscheduled) again. */
+    bool mem_wait;
+    uint32_t mem_len, mem_incoming;
+    struct hlist mem_node;
     struct homa_msgout out;
     struct homa_msgin in;
     struct hlist all_node;   /* eng->rpcs */
@@ -346,6 +354,8 @@ struct homa_engine {
     struct hlist resending; /* outgoing messages with ranges to retransmit, oldest first */
     struct hlist grantable; /* incoming messages needing grants, SRPT order */
     struct hlist zombies;   /* freed RPCs whose message the app still holds */
+    struct hlist mem_waitq; /* server RPCs waiting for max_rx_bytes, FIFO */
+    uint64_t mem_waits;     /* RPCs that ever waited there (tests, diagnostics) */
 
     /* receiver scheduling */
     int64_t nonfifo_left;

@@ -549,8 +549,7 @@ static void homa_engine_timer__cost_follows_due_rpcs(void **state)
     assert_int_equal(c0.client_timeouts, 0);
     /* requests waiting for the server's application need no timer: it
      * looks at one only after a packet about it (the client's prods) */
-    print_message("server timer checks %llu, RESENDs in %llu\n",
-                  (unsigned long long)k1,
+    print_message("server timer checks %llu, RESENDs in %llu\n", (unsigned long long)k1,
                   (unsigned long long)(c1.resend_in - a1.resend_in));
     assert_true(k1 <= c1.resend_in - a1.resend_in + N);
     /* the client's: a look a timeout (100 ticks) at most, and prods */
@@ -887,7 +886,11 @@ static void homa_engine_abort__frees_and_server_cleans_up(void **state)
     pair_destroy(&p);
 }
 
-static void homa_engine_input__memory_cap_refuses_new_messages(void **state)
+/* A request that finds max_rx_bytes spent waits for memory without a
+ * buffer; its client hears BUSY (not RPC_UNKNOWN), so it neither fails nor
+ * restarts while the server is alive, however long the wait.  (Before, the
+ * server refused it and a live server's requests failed with a timeout.) */
+static void homa_engine_input__memory_cap_makes_new_requests_wait(void **state)
 {
     (void)state;
     homa_config cfg;
@@ -896,33 +899,167 @@ static void homa_engine_input__memory_cap_refuses_new_messages(void **state)
     cfg.timeout_ticks = 20;
     struct pair p;
     setup_pair(&p, &cfg);
-    static uint8_t big[100000];
+    static uint8_t big1[100000], big2[100000];
+    fill(big1, sizeof(big1), 1);
+    fill(big2, sizeof(big2), 2);
     uint64_t id1, id2;
-    assert_int_equal(homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, big,
-                                              sizeof(big), 0, &id1),
+    assert_int_equal(homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, big1,
+                                              sizeof(big1), 0, &id1),
                      0);
-    assert_int_equal(homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, big,
-                                              sizeof(big), 0, &id2),
+    assert_int_equal(homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, big2,
+                                              sizeof(big2), 0, &id2),
                      0);
     pair_settle(&p);
     homa_counters c;
     homa_engine_counters(p.e[1], &c);
     assert_true(c.drop_no_memory > 0);
     assert_true(c.rx_bytes_peak <= 150000);
-    /* the first request arrives; the second fails with a timeout in bounded time */
+    assert_int_equal(c.rpcs_live, 2); /* the second one waits */
+    assert_int_equal(p.e[1]->mem_waits, 1);
     homa_msg m;
     assert_int_equal(homa_engine_recv(p.e[1], SPORT, HOMA_RECV_ANY, 0, &m), 0);
-    assert_int_equal(m.length, sizeof(big));
-    /* hold the request: the memory stays in use, so id2 keeps being refused */
+    assert_int_equal(m.length, sizeof(big1));
+    assert_memory_equal(m.data, big1, sizeof(big1));
+    /* Hold the first request for 10 timeouts: the memory stays in use, the
+     * second waits, and nothing fails on either side. */
+    homa_msg r;
+    for (int t = 0; t < 200; t++) {
+        pair_advance(&p, MS);
+        assert_int_equal(homa_engine_recv(p.e[0], CPORT, HOMA_RECV_ANY, 0, &r), HOMA_ERR_AGAIN);
+    }
+    homa_engine_counters(p.e[0], &c);
+    assert_int_equal(c.client_timeouts, 0);
+    assert_int_equal(c.client_restarts, 0);
+    assert_true(c.busy_in > 0);
+    homa_engine_counters(p.e[1], &c);
+    assert_int_equal(c.rx_bytes_in_use, sizeof(big1));
+    /* Answer and release the first: its memory goes to the second, which
+     * asks for its data again and arrives whole. */
+    assert_int_equal(
+        homa_engine_send_reply(p.e[1], p.now, SPORT, &m.peer, m.peer_port, m.id, "1", 1), 0);
+    homa_engine_release(p.e[1], &m);
+    int ticks = 0;
+    while (homa_engine_recv(p.e[1], SPORT, HOMA_RECV_ANY, 0, &m) == HOMA_ERR_AGAIN) {
+        pair_advance(&p, MS);
+        assert_true(++ticks < 10);
+    }
+    assert_int_equal(m.length, sizeof(big2));
+    assert_memory_equal(m.data, big2, sizeof(big2));
+    assert_int_equal(
+        homa_engine_send_reply(p.e[1], p.now, SPORT, &m.peer, m.peer_port, m.id, "2", 1), 0);
+    homa_engine_release(p.e[1], &m);
+    pair_settle(&p);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(homa_engine_recv(p.e[0], CPORT, HOMA_RECV_ANY, 0, &r), 0);
+        assert_int_equal(r.error, 0);
+        assert_int_equal(r.data[0], r.id == id1 ? '1' : '2');
+        homa_engine_release(p.e[0], &r);
+    }
+    (void)id2;
+    pair_destroy(&p);
+}
+
+/* Waiting requests get memory in arrival order, and one whose client goes
+ * away is given up after a timeout like any other. */
+static int drop_client_of(void *arg, int from, const struct pair_pkt *pk)
+{
+    (void)pk;
+    return from == 0 && *(int *)arg;
+}
+
+static void homa_engine_input__memory_waiters_fifo_and_dead_client(void **state)
+{
+    (void)state;
+    homa_config cfg;
+    homa_config_default(&cfg);
+    cfg.max_rx_bytes = 100000;
+    cfg.timeout_ticks = 20;
+    struct pair p;
+    setup_pair(&p, &cfg);
+    homa_msg m2;
+    static uint8_t a[70000], b[50000], d[20000];
+    uint64_t ids[3];
+    assert_int_equal(
+        homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, a, sizeof(a), 0, &ids[0]),
+        0);
+    pair_settle(&p);
+    assert_int_equal(
+        homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, b, sizeof(b), 0, &ids[1]),
+        0);
+    pair_settle(&p);
+    /* d would fit next to a, but b came first */
+    assert_int_equal(
+        homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, d, sizeof(d), 0, &ids[2]),
+        0);
+    pair_settle(&p);
+    homa_msg m;
+    assert_int_equal(homa_engine_recv(p.e[1], SPORT, HOMA_RECV_ANY, 0, &m), 0);
+    assert_int_equal(m.length, sizeof(a));
+    assert_int_equal(homa_engine_recv(p.e[1], SPORT, HOMA_RECV_ANY, 0, &m2), HOMA_ERR_AGAIN);
+    assert_int_equal(p.e[1]->mem_waits, 2);
+    homa_engine_release(p.e[1], &m); /* frees a's memory: b and d both fit */
+    homa_msg got[2];
+    for (int i = 0; i < 2; i++) {
+        int ticks = 0;
+        while (homa_engine_recv(p.e[1], SPORT, HOMA_RECV_ANY, 0, &got[i]) == HOMA_ERR_AGAIN) {
+            pair_advance(&p, MS);
+            assert_true(++ticks < 10);
+        }
+    }
+    assert_int_equal(got[0].length + got[1].length, sizeof(b) + sizeof(d));
+    int bi = got[0].length == sizeof(b) ? 0 : 1;
+    m2 = got[bi];
+    homa_engine_release(p.e[1], &got[1 - bi]);
+    /* A fourth waits behind b (held); then its client falls silent. */
+    static uint8_t e4[60000];
+    uint64_t id4;
+    assert_int_equal(
+        homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, e4, sizeof(e4), 0, &id4),
+        0);
+    pair_settle(&p);
+    homa_counters c;
+    homa_engine_counters(p.e[1], &c);
+    uint64_t live = c.rpcs_live;
+    int cut = 1;
+    p.filter = drop_client_of;
+    p.filter_arg = &cut;
+    for (int t = 0; t < 3 * 20; t++)
+        pair_advance(&p, MS);
+    homa_engine_counters(p.e[1], &c);
+    assert_int_equal(c.rpcs_live, live - 1); /* the waiter is gone, memory bounded */
+    assert_true(hlist_empty(&p.e[1]->mem_waitq));
+    homa_engine_release(p.e[1], &m2);
+    pair_destroy(&p);
+}
+
+/* A request longer than max_rx_bytes can never fit: refused at once, and
+ * its client fails it within a timeout (RPC_UNKNOWN to every restart). */
+static void homa_engine_input__request_above_memory_cap_fails(void **state)
+{
+    (void)state;
+    homa_config cfg;
+    homa_config_default(&cfg);
+    cfg.max_rx_bytes = 150000;
+    cfg.timeout_ticks = 20;
+    struct pair p;
+    setup_pair(&p, &cfg);
+    static uint8_t big[200000];
+    uint64_t id;
+    assert_int_equal(
+        homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, big, sizeof(big), 0, &id),
+        0);
     homa_msg r;
     int ticks = 0;
-    while (homa_engine_recv(p.e[0], CPORT, HOMA_RECV_ANY, id2, &r) == HOMA_ERR_AGAIN) {
+    while (homa_engine_recv(p.e[0], CPORT, HOMA_RECV_ANY, id, &r) == HOMA_ERR_AGAIN) {
         pair_advance(&p, MS);
         assert_true(++ticks < 200);
     }
     assert_int_equal(r.error, HOMA_ERR_TIMEOUT);
     homa_engine_release(p.e[0], &r);
-    homa_engine_release(p.e[1], &m);
+    homa_counters c;
+    homa_engine_counters(p.e[1], &c);
+    assert_int_equal(c.rpcs_live, 0);
+    assert_int_equal(p.e[1]->mem_waits, 0);
     pair_destroy(&p);
 }
 
@@ -1518,7 +1655,9 @@ int main(void)
         cmocka_unit_test(homa_engine_timer__unknowns_fail_only_after_timeout),
         cmocka_unit_test(homa_engine_output__packets_follow_path_payload),
         cmocka_unit_test(homa_engine_abort__frees_and_server_cleans_up),
-        cmocka_unit_test(homa_engine_input__memory_cap_refuses_new_messages),
+        cmocka_unit_test(homa_engine_input__memory_cap_makes_new_requests_wait),
+        cmocka_unit_test(homa_engine_input__memory_waiters_fifo_and_dead_client),
+        cmocka_unit_test(homa_engine_input__request_above_memory_cap_fails),
         cmocka_unit_test(homa_engine_recv__flags_and_id),
         cmocka_unit_test(homa_engine_port_close__messages_stay_valid_until_release),
         cmocka_unit_test(homa_engine_msg_take__zero_copy_echo),
