@@ -188,6 +188,8 @@ static void client_restart(struct homa_engine *eng, struct homa_rpc *rpc)
     if (rpc->unknowns == 0) rpc->unknown_since = eng->now;
     if (rpc->unknowns < UINT8_MAX) rpc->unknowns++;
     eng->ctr.client_restarts++;
+    rpc->restarted = true;
+    rpc->req_out_at = 0;
     homa_out_update(eng, rpc);
 }
 
@@ -320,6 +322,12 @@ static struct homa_rpc *data_target(struct homa_engine *eng, const homa_addr *sr
                 return NULL;
             }
             /* The server is answering, so it has the whole request. */
+            if (rpc->req_out_at && !rpc->restarted && eng->arrived > rpc->req_out_at) {
+                struct homa_peer *peer = rpc->peer;
+                uint64_t t = eng->arrived - rpc->req_out_at;
+                peer->resp_time =
+                    peer->resp_time ? peer->resp_time - peer->resp_time / 8 + t / 8 : t;
+            }
             homa_out_remove(eng, rpc);
             rpc->out.next_xmit = rpc->out.length;
             rpc->out.granted = rpc->out.length;
@@ -1048,6 +1056,12 @@ static bool check_rpc(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t no
         if (homa_less_lag(now - rpc->in_progress, lag) >= timeout)
             return true; /* asked again and again, nothing new came */
         at_least(next, rpc->in_progress + timeout + lag);
+    }
+    if (!(rpc->id & 1) && !m->active && !rpc->confirmed) {
+        /* Unanswered request: not before the server usually answers. */
+        uint64_t usual = 2 * rpc->peer->resp_time;
+        if (usual > timeout / 4) usual = timeout / 4;
+        if (usual > resend_after) resend_after = usual;
     }
     if (silent < resend_after) {
         uint64_t quiet_at = rpc->last_heard + resend_after + lag;

@@ -183,6 +183,11 @@ struct homa_rpc {
     /* Unanswered RESENDs for an unconfirmed request: each doubles the wait
      * before the next (a server too busy to answer is not flooded). */
     uint8_t probes;
+    /* Client: when the request's last byte first left since it was
+     * (re)started, and whether it was ever restarted (then its response
+     * time is no sample: which copy was answered is unknown). */
+    uint64_t req_out_at;
+    bool restarted;
     /* Client: a RESEND went out since the request was (re)started; an
      * RPC_UNKNOWN without one is a duplicate and restarts nothing. */
     bool asked;
@@ -259,7 +264,13 @@ struct homa_peer {
     uint64_t cutoffs_sent_at;
     uint32_t num_rpcs;
     uint64_t idle_since;
-    uint64_t last_heard;          /* last packet from it that found one of our RPCs */
+    uint64_t last_heard; /* last packet from it that found one of our RPCs */
+    /* Smoothed time (ns, 1/8 gain) from our request's last byte out to
+     * the first byte of its response, over requests sent once: how long
+     * this server takes.  A first RESEND for an unanswered request waits
+     * at least twice that, so a server that is only behind is not asked
+     * again and again for what it has (0 = no sample yet). */
+    uint64_t resp_time;
     struct homa_peer_port *ports; /* liveness per remote port, unordered */
     uint32_t num_ports, cap_ports;
     uint32_t port_hint; /* index of the port last heard from (checked first) */

@@ -424,7 +424,10 @@ static void send_one(struct homa_engine *eng, struct homa_rpc *rpc, homa_pkt_out
     /* A client's silence counts from its last transmission: the server
      * cannot answer a request before it has it (while the request waits in
      * our own queue, the silence is ours). */
-    if (rpc->state == RPC_CLIENT_ACTIVE) homa_rpc_heard(eng, rpc, now);
+    if (rpc->state == RPC_CLIENT_ACTIVE) {
+        homa_rpc_heard(eng, rpc, now);
+        if (rpc->req_out_at == 0 && rpc->out.next_xmit >= rpc->out.length) rpc->req_out_at = now;
+    }
     homa_timer_soon(eng, rpc);
 }
 

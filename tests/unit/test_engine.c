@@ -632,6 +632,71 @@ static void homa_engine_input__rpc_unknown_restarts_request(void **state)
     pair_destroy(&p);
 }
 
+/* Drops the client's DATA while *(int *)arg is set. */
+static int drop_client_data(void *arg, int from, const struct pair_pkt *pk)
+{
+    return from == 0 && pk->type == HOMA_PKT_DATA && *(int *)arg;
+}
+
+/* A server that takes 10 ms to answer each request: once the client has
+ * seen that, it no longer asks again (RESEND, answered BUSY) at 5 ms for
+ * requests the server has, but a lost request is still found and
+ * restarted, within a quarter of the timeout. */
+static void homa_timer_run__first_resend_waits_for_slow_server(void **state)
+{
+    (void)state;
+    struct pair p;
+    setup_pair(&p, NULL);
+    homa_counters c;
+    uint64_t warm_resends = 0;
+    for (int i = 0; i < 24; i++) {
+        if (i == 8) {
+            homa_engine_counters(p.e[0], &c);
+            warm_resends = c.resend_out;
+        }
+        uint64_t id;
+        assert_int_equal(
+            homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, "q", 1, 0, &id), 0);
+        pair_settle(&p);
+        homa_msg m;
+        assert_int_equal(homa_engine_recv(p.e[1], SPORT, HOMA_RECV_ANY, 0, &m), 0);
+        for (int t = 0; t < 10; t++)
+            pair_advance(&p, MS);
+        assert_int_equal(
+            homa_engine_send_reply(p.e[1], p.now, SPORT, &m.peer, m.peer_port, m.id, "r", 1), 0);
+        homa_engine_release(p.e[1], &m);
+        pair_settle(&p);
+        homa_msg r;
+        assert_int_equal(homa_engine_recv(p.e[0], CPORT, HOMA_RECV_ANY, id, &r), 0);
+        assert_int_equal(r.error, 0);
+        homa_engine_release(p.e[0], &r);
+    }
+    homa_engine_counters(p.e[0], &c);
+    /* the first requests drew RESENDs at 5 ms; the last 16 none */
+    assert_true(warm_resends > 0);
+    assert_int_equal(c.resend_out, warm_resends);
+    /* a lost request: asked about after 2 x 10 ms, restarted, served */
+    int lose = 1;
+    p.filter = drop_client_data;
+    p.filter_arg = &lose;
+    uint64_t id;
+    assert_int_equal(
+        homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, "q", 1, 0, &id), 0);
+    pair_settle(&p);
+    lose = 0;
+    homa_msg m;
+    int ticks = 0;
+    while (homa_engine_recv(p.e[1], SPORT, HOMA_RECV_ANY, 0, &m) == HOMA_ERR_AGAIN) {
+        pair_advance(&p, MS);
+        assert_true(++ticks <= 27); /* timeout / 4 + a tick or two */
+    }
+    assert_true(ticks >= 15);
+    homa_engine_counters(p.e[0], &c);
+    assert_int_equal(c.client_restarts, 1);
+    homa_engine_release(p.e[1], &m);
+    pair_destroy(&p);
+}
+
 /* Drops every DATA packet from host *(int *)arg. */
 static int drop_data_from(void *arg, int from, const struct pair_pkt *pk)
 {
@@ -1651,6 +1716,7 @@ int main(void)
         cmocka_unit_test(homa_engine_timer__trickle_keeps_sender_alive),
         cmocka_unit_test(homa_engine_input__duplicate_request_after_ack_not_redelivered),
         cmocka_unit_test(homa_engine_input__rpc_unknown_restarts_request),
+        cmocka_unit_test(homa_timer_run__first_resend_waits_for_slow_server),
         cmocka_unit_test(homa_engine_input__restart_uses_current_cutoffs),
         cmocka_unit_test(homa_engine_timer__unknowns_fail_only_after_timeout),
         cmocka_unit_test(homa_engine_output__packets_follow_path_payload),
