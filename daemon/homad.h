@@ -28,7 +28,8 @@ struct homad_opts {
     uint32_t verbose;
     int stats, json; /* --stats [--json]: print a running homad's counters */
     /* Engine settings (0 = the runtime's default). */
-    uint32_t mtu, max_message_length, unsched_bytes, timeout_ticks, tick_us;
+    uint32_t mtu, max_message_length, unsched_bytes, grant_window, max_incoming, timeout_ticks,
+        tick_us;
     uint64_t link_bps, max_rx_bytes;
     struct homad_rule rules[HOMAD_MAX_RULES];
     int nrules; /* 0: the default policy */

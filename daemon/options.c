@@ -40,6 +40,8 @@ static const struct key keys[] = {
     {"max_message_length", K_U32, F(max_message_length), 0, "engine: longest message (1000000)"},
     {"unsched_bytes", K_U32, F(unsched_bytes), 0, "engine: unscheduled bytes per message"},
     {"max_rx_bytes", K_U64, F(max_rx_bytes), 0, "engine: memory cap for incoming messages"},
+    {"grant_window", K_U32, F(grant_window), 0, "engine: granted-ahead bytes per message"},
+    {"max_incoming", K_U32, F(max_incoming), 0, "engine: cap on granted-but-unreceived bytes"},
     {"timeout_ticks", K_U32, F(timeout_ticks), 0, "engine: silent ticks before an RPC fails"},
     {"tick_us", K_U32, F(tick_us), 0, "engine: timer tick in microseconds (1000)"},
 };
@@ -273,6 +275,8 @@ void homad_engine_options(const struct homad_opts *o, homa_runtime_options *ro)
     if (o->max_message_length) ro->config.max_message_length = o->max_message_length;
     if (o->unsched_bytes) ro->config.unsched_bytes = o->unsched_bytes;
     if (o->max_rx_bytes) ro->config.max_rx_bytes = o->max_rx_bytes;
+    if (o->grant_window) ro->config.grant_window = o->grant_window;
+    if (o->max_incoming) ro->config.max_incoming = o->max_incoming;
     if (o->timeout_ticks) ro->config.timeout_ticks = o->timeout_ticks;
     if (o->tick_us) ro->config.tick_ns = (uint64_t)o->tick_us * 1000u;
     ro->busy_poll_us = o->busy_poll_us;

@@ -17,7 +17,11 @@
 # grants and 1 MB in flight; rtt: the background's round-trip windows),
 # DDP_HOMA_CONFIG / BG_HOMA_CONFIG (replace the engine settings
 # of the ranks / of the background, key=value,... as --homa-config), PROBE
-# (1: also measure 100 B round trips, Homa and TCP, under the background).
+# (1: also measure 100 B round trips, Homa and TCP, under the background),
+# MODE (embedded, default: every process has its own engine; homad: one
+# homad per host serves that host's ranks and background processes, with
+# the engine settings of the scaled round-trip windows, docs/homad.md),
+# HOMAD_FLAGS (MODE=homad: more homad flags, e.g. "--max-incoming 1000000").
 #
 # Background: every host runs a homa-perf echo server and a W4 workload
 # client to the next host (a ring), each offering LOAD/2 of the link rate in
@@ -32,6 +36,8 @@ LOAD=${LOAD:-0.5}
 STEPS=${STEPS:-10}
 PHASES=${PHASES:-idle w4}
 PACE=${PACE:-0}
+MODE=${MODE:-embedded}
+[[ $MODE == embedded || $MODE == homad ]] || { echo "ddp_cluster.sh: MODE is embedded or homad" >&2; exit 2; }
 MODEL=${MODEL:-mlp}
 RPC_TIMEOUT_MS=${RPC_TIMEOUT_MS:-5000}
 OUT=${OUT:-$(mktemp -d /tmp/ddp-cluster.XXXXXX)}
@@ -45,10 +51,13 @@ PERF="$BUILD/tools/homa-perf"
 [[ -x $PERF && -d $BUILD/python/homa ]] || { echo "ddp_cluster.sh: build first (cmake --build $BUILD)" >&2; exit 2; }
 
 BG_PIDS=()
+HOMAD_PIDS=()
 cleanup() {
     local p
     for p in ${BG_PIDS[@]+"${BG_PIDS[@]}"}; do kill "$p" 2>/dev/null || true; done
+    for p in ${HOMAD_PIDS[@]+"${HOMAD_PIDS[@]}"}; do kill "$p" 2>/dev/null || true; done
     wait 2>/dev/null || true
+    rm -f /tmp/"$NAME"-h*.sock
     "$HC" down --name "$NAME" >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
@@ -92,10 +101,40 @@ if [[ $PACE == 1 ]]; then
     if [[ ${#PERF_CFG[@]} -gt 0 ]]; then PERF_CFG[1]+=",$bg_pace"; else PERF_CFG=(--homa-config "$bg_pace"); fi
 fi
 
+# MODE=homad: one homad per host; DENV[h] is what a process on host h needs
+# in its environment to use it.  The host's engine sees the ranks' and the
+# background's messages alike, so the round-trip windows are its settings
+# (no enlarged windows for the ranks: that was a workaround for engines
+# that do not see each other).
+DENV=("" "" "" "")
+if [[ $MODE == homad ]]; then
+    HOMAD="$BUILD/daemon/homad"
+    [[ -x $HOMAD ]] || { echo "ddp_cluster.sh: no $HOMAD (build first)" >&2; exit 2; }
+    hflags=(--mtu 1500 --timeout-ticks "$RPC_TIMEOUT_MS" --max-rpcs 4096)
+    if [[ $SCALED == 1 ]]; then
+        hflags=(--mtu 1500 --unsched-bytes "$win" --grant-window "$win" --max-incoming $((8 * win))
+            --tick-us 5000 --timeout-ticks $((RPC_TIMEOUT_MS / 5)) --max-rpcs 4096)
+    fi
+    if [[ $PACE == 1 ]]; then hflags+=(--link-bps "$LINK_BPS"); fi
+    # HOMAD_FLAGS: more homad flags (they win over the ones above)
+    read -r -a extra <<<"${HOMAD_FLAGS:-}"
+    hflags+=(${extra[@]+"${extra[@]}"})
+    for h in 0 1 2 3; do
+        sock=/tmp/$NAME-h$h.sock
+        "$HC" exec --name "$NAME" $h "$HOMAD" --socket "$sock" "${hflags[@]}" >"$OUT/homad$h.log" 2>&1 &
+        HOMAD_PIDS+=($!)
+        DENV[$h]="HOMA_DAEMON=$sock"
+    done
+    for h in 0 1 2 3; do
+        for _ in $(seq 100); do [[ -S /tmp/$NAME-h$h.sock ]] && break; sleep 0.05; done
+        [[ -S /tmp/$NAME-h$h.sock ]] || { echo "ddp_cluster.sh: homad on host $h did not start"; cat "$OUT/homad$h.log"; exit 1; }
+    done
+fi
+
 run_ddp() { # tag
     local tag=$1 port=$((29500 + RANDOM % 1000)) r pids=()
     for r in 0 1 2 3; do
-        "$HC" exec --name "$NAME" $r env PYTHONPATH="$BUILD/python" HOMA_MTU=1500 \
+        "$HC" exec --name "$NAME" $r env ${DENV[$r]} PYTHONPATH="$BUILD/python" HOMA_MTU=1500 \
             GLOO_SOCKET_IFNAME=eth0 RANK=$r WORLD_SIZE=4 MASTER_ADDR="$SUBNET.1" \
             MASTER_PORT=$port OMP_NUM_THREADS=1 /usr/bin/python3 \
             "$ROOT/python/bench/ddp_bench.py" --worker --model "$MODEL" --steps "$STEPS" \
@@ -108,7 +147,7 @@ run_ddp() { # tag
     done
 }
 
-echo "ddp_cluster: 4 hosts at $RATE, $MODEL, $STEPS steps; results in $OUT"
+echo "ddp_cluster: 4 hosts at $RATE, $MODEL, $STEPS steps, $MODE; results in $OUT"
 if [[ " $PHASES " == *" idle "* ]]; then
     echo "-- no background traffic"
     run_ddp idle
@@ -116,13 +155,13 @@ fi
 if [[ " $PHASES " == *" w4 "* ]]; then
 echo "-- background: W4 over Homa, $LOAD of every link ($bg_gbps Gbit/s each way per host pair)"
 for h in 0 1 2 3; do
-    "$HC" exec --name "$NAME" $h env HOMA_MTU=1500 "$PERF" server --proto homa --port 4000 ${PERF_CFG[@]+"${PERF_CFG[@]}"} \
+    "$HC" exec --name "$NAME" $h env ${DENV[$h]} HOMA_MTU=1500 "$PERF" server --proto homa --port 4000 ${PERF_CFG[@]+"${PERF_CFG[@]}"} \
         >"$OUT/bg-server$h.log" 2>&1 &
     BG_PIDS+=($!)
 done
 sleep 1
 for h in 0 1 2 3; do
-    "$HC" exec --name "$NAME" $h env HOMA_MTU=1500 "$PERF" client --proto homa ${PERF_CFG[@]+"${PERF_CFG[@]}"} \
+    "$HC" exec --name "$NAME" $h env ${DENV[$h]} HOMA_MTU=1500 "$PERF" client --proto homa ${PERF_CFG[@]+"${PERF_CFG[@]}"} \
         --server "$SUBNET.$(((h + 1) % 4 + 1)):4000" --test workload --workload w4 \
         --gbps "$bg_gbps" --seconds 100000 >"$OUT/bg-client$h.log" 2>&1 &
     BG_PIDS+=($!)
