@@ -50,8 +50,14 @@ struct homa_dcsock {
     int closing;
     int users; /* threads inside a call on this socket */
     struct dc_qmsg *qhead, **qtail;
-    struct dc_id *ids;   /* client RPCs whose response is not yet received */
-    struct dc_req *reqs; /* unanswered requests (for homa_reply by id) */
+    /* Hash tables (chained, keyed by RPC id, power-of-two buckets): client
+     * RPCs whose response is not yet received, and unanswered requests
+     * (for homa_reply by id).  Lists cost a walk per response or reply,
+     * quadratic with thousands of RPCs in flight. */
+    struct dc_id **idtab;
+    uint32_t idnb, idn;
+    struct dc_req **reqtab;
+    uint32_t reqnb, reqn;
     struct homa_dcsock *next;
     int efd; /* homa_socket_fd(), -1 until asked for */
 };
@@ -132,13 +138,54 @@ static void release_slot(struct homa_dc *dc, uint32_t slot)
     dc->rel[dc->nrel++] = slot;
 }
 
+#define DC_TAB_MIN 16
+
+static size_t id_hash(uint64_t id, uint32_t nb)
+{
+    id ^= id >> 31;
+    id *= 0x9e3779b97f4a7c15ull;
+    id ^= id >> 29;
+    return (size_t)(id & (nb - 1));
+}
+
+/* Doubles a table when it holds as many entries as buckets (if memory
+ * allows: otherwise the chains just get longer). */
+#define DC_TAB_GROW(type, tab, nb, n)                                                              \
+    do {                                                                                           \
+        if ((n) < (nb)) break;                                                                     \
+        uint32_t nnb = (nb)*2;                                                                     \
+        type **nt = calloc(nnb, sizeof(*nt));                                                      \
+        if (nt == NULL) break;                                                                     \
+        for (uint32_t i = 0; i < (nb); i++) {                                                      \
+            for (type *r = (tab)[i], *nx; r != NULL; r = nx) {                                     \
+                nx = r->next;                                                                      \
+                size_t h = id_hash(r->id, nnb);                                                    \
+                r->next = nt[h];                                                                   \
+                nt[h] = r;                                                                         \
+            }                                                                                      \
+        }                                                                                          \
+        free(tab);                                                                                 \
+        (tab) = nt;                                                                                \
+        (nb) = nnb;                                                                                \
+    } while (0)
+
+static void id_add(struct homa_dcsock *s, struct dc_id *d)
+{
+    DC_TAB_GROW(struct dc_id, s->idtab, s->idnb, s->idn);
+    struct dc_id **b = &s->idtab[id_hash(d->id, s->idnb)];
+    d->next = *b;
+    *b = d;
+    s->idn++;
+}
+
 static int id_remove(struct homa_dcsock *s, uint64_t id)
 {
-    for (struct dc_id **pp = &s->ids; *pp != NULL; pp = &(*pp)->next) {
+    for (struct dc_id **pp = &s->idtab[id_hash(id, s->idnb)]; *pp != NULL; pp = &(*pp)->next) {
         if ((*pp)->id == id) {
             struct dc_id *d = *pp;
             *pp = d->next;
             free(d);
+            s->idn--;
             return 1;
         }
     }
@@ -147,9 +194,32 @@ static int id_remove(struct homa_dcsock *s, uint64_t id)
 
 static int id_known(const struct homa_dcsock *s, uint64_t id)
 {
-    for (const struct dc_id *d = s->ids; d != NULL; d = d->next)
+    for (const struct dc_id *d = s->idtab[id_hash(id, s->idnb)]; d != NULL; d = d->next)
         if (d->id == id) return 1;
     return 0;
+}
+
+static void req_add(struct homa_dcsock *s, struct dc_req *r)
+{
+    DC_TAB_GROW(struct dc_req, s->reqtab, s->reqnb, s->reqn);
+    struct dc_req **b = &s->reqtab[id_hash(r->id, s->reqnb)];
+    r->next = *b;
+    *b = r;
+    s->reqn++;
+}
+
+/* The chain that holds every unanswered request with this id. */
+static struct dc_req **req_chain(struct homa_dcsock *s, uint64_t id)
+{
+    return &s->reqtab[id_hash(id, s->reqnb)];
+}
+
+static void req_unlink(struct homa_dcsock *s, struct dc_req **pp)
+{
+    struct dc_req *r = *pp;
+    *pp = r->next;
+    free(r);
+    s->reqn--;
 }
 
 static struct homa_dcsock *sock_by_port(struct homa_dc *dc, uint16_t port)
@@ -177,8 +247,7 @@ static int drain(struct homa_dc *dc)
                     struct dc_id *d = malloc(sizeof(*d));
                     if (d != NULL) {
                         d->id = e.id;
-                        d->next = w->sock->ids;
-                        w->sock->ids = d;
+                        id_add(w->sock, d);
                     }
                 }
                 break;
@@ -566,6 +635,15 @@ int homa_dc_open(struct homa_dc *dc, const homa_endpoint *local, struct homa_dcs
     s->dc = dc;
     s->efd = -1;
     s->qtail = &s->qhead;
+    s->idnb = s->reqnb = DC_TAB_MIN;
+    s->idtab = calloc(s->idnb, sizeof(*s->idtab));
+    s->reqtab = calloc(s->reqnb, sizeof(*s->reqtab));
+    if (s->idtab == NULL || s->reqtab == NULL) {
+        free(s->idtab);
+        free(s->reqtab);
+        free(s);
+        return HOMA_ERR_NOMEM;
+    }
     struct homad_cmd c;
     memset(&c, 0, sizeof(c));
     c.op = HOMAD_OP_OPEN;
@@ -581,6 +659,8 @@ int homa_dc_open(struct homa_dc *dc, const homa_endpoint *local, struct homa_dcs
     }
     pthread_mutex_unlock(&dc->lock);
     if (rc != 0) {
+        free(s->idtab);
+        free(s->reqtab);
         free(s);
         return rc;
     }
@@ -623,13 +703,14 @@ void homa_dc_close(struct homa_dcsock *s)
     for (uint32_t i = 0; i < dc->v.nrx; i++)
         if (dc->rx_owner[i] == s) release_slot(dc, i);
     flush_releases(dc);
-    while (s->ids != NULL)
-        id_remove(s, s->ids->id);
-    while (s->reqs != NULL) {
-        struct dc_req *r = s->reqs;
-        s->reqs = r->next;
-        free(r);
-    }
+    for (uint32_t i = 0; i < s->idnb; i++)
+        while (s->idtab[i] != NULL)
+            id_remove(s, s->idtab[i]->id);
+    for (uint32_t i = 0; i < s->reqnb; i++)
+        while (s->reqtab[i] != NULL)
+            req_unlink(s, &s->reqtab[i]);
+    free(s->idtab);
+    free(s->reqtab);
     pthread_mutex_unlock(&dc->lock);
     if (s->efd >= 0) close(s->efd);
     free(s);
@@ -744,7 +825,7 @@ int homa_dc_reply(struct homa_dcsock *s, const homa_addr *peer, uint16_t peer_po
     int rc = 0;
     struct dc_req **found = NULL;
     int n = 0;
-    for (struct dc_req **pp = &s->reqs; *pp != NULL; pp = &(*pp)->next) {
+    for (struct dc_req **pp = req_chain(s, id); *pp != NULL; pp = &(*pp)->next) {
         struct dc_req *r = *pp;
         if (r->id != id) continue;
         if (peer != NULL &&
@@ -768,12 +849,11 @@ int homa_dc_reply(struct homa_dcsock *s, const homa_addr *peer, uint16_t peer_po
         rc = send_slot(s, &c, buf, len, NULL);
         if (n > 0 && (rc == 0 || rc == HOMA_ERR_NOT_FOUND || rc == HOMA_ERR_STATE)) {
             /* send_slot dropped the lock: look the entry up again. */
-            for (struct dc_req **pp = &s->reqs; *pp != NULL; pp = &(*pp)->next) {
+            for (struct dc_req **pp = req_chain(s, id); *pp != NULL; pp = &(*pp)->next) {
                 struct dc_req *r = *pp;
                 if (r->id == id && r->peer_port == c.peer_port &&
                     memcmp(&r->peer, &c.addr, sizeof(c.addr)) == 0) {
-                    *pp = r->next;
-                    free(r);
+                    req_unlink(s, pp);
                     break;
                 }
             }
@@ -872,8 +952,7 @@ int homa_dc_recv(struct homa_dcsock *s, unsigned flags, uint64_t id, int64_t tim
                     r->id = e->id;
                     r->peer = e->peer;
                     r->peer_port = e->peer_port;
-                    r->next = s->reqs;
-                    s->reqs = r;
+                    req_add(s, r);
                 }
             }
         }
@@ -917,11 +996,9 @@ int homa_dc_abort(struct homa_dcsock *s, uint64_t id)
         rc = HOMA_ERR_SHUTDOWN;
     } else if (id & 1) {
         rc = HOMA_ERR_NOT_FOUND;
-        for (struct dc_req **pp = &s->reqs; *pp != NULL; pp = &(*pp)->next) {
+        for (struct dc_req **pp = req_chain(s, id); *pp != NULL; pp = &(*pp)->next) {
             if ((*pp)->id == id) {
-                struct dc_req *r = *pp;
-                *pp = r->next;
-                free(r);
+                req_unlink(s, pp);
                 rc = 0;
                 break;
             }
