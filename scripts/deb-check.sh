@@ -56,8 +56,10 @@ PACKAGES=(libhoma0 libhoma-dev homa-tools python3-homa libnccl-net-homa)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/homa-deb.XXXXXX")
 INSTALLED=0
 
+SERVER=
 cleanup() {
     local rc=$?
+    if [[ -n $SERVER ]]; then kill "$SERVER" 2>/dev/null || true; fi
     if [[ $INSTALLED == 1 ]]; then
         note "removing the packages again: dpkg -P ${PACKAGES[*]}"
         dpkg -P "${PACKAGES[@]}" >/dev/null || rc=1
@@ -176,7 +178,10 @@ out=$(as_user homa-perf client --proto homa --server 127.0.0.1:9 --test workload
 grep -q '/usr/share/libhoma/workloads/w9.cdf' <<<"$out" ||
     fail "homa-perf does not look in /usr/share/libhoma: $out"
 PORT=$((40000 + RANDOM % 20000))
-as_user homa-perf server --proto homa --port "$PORT" >"$WORK/server.log" 2>&1 &
+# Not through as_user: a function sent to the background is a subshell, and
+# killing that left the server itself running after the check.
+env -i HOME="$USERDIR" PATH=/usr/bin:/bin LANG=C.UTF-8 \
+    homa-perf server --proto homa --port "$PORT" >"$WORK/server.log" 2>&1 &
 SERVER=$!
 sleep 0.3
 out=$(as_user timeout 30 homa-perf client --proto homa --server "127.0.0.1:$PORT" --test workload \
@@ -186,6 +191,7 @@ out=$(as_user timeout 30 homa-perf client --proto homa --server "127.0.0.1:$PORT
 }
 kill "$SERVER" 2>/dev/null || true
 wait "$SERVER" 2>/dev/null || true
+SERVER=
 grep -E '^  (rpcs|errors) ' <<<"$out" | sed 's/^/   /'
 
 if compgen -G "$ROOT/docs/man/libhoma.3.scd" >/dev/null; then
