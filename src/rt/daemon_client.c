@@ -32,14 +32,22 @@ struct dc_qmsg {
     struct homad_cqe e;
 };
 
-struct dc_id {
-    struct dc_id *next;
+/* A socket's RPC ids in a chained hash table (power-of-two buckets): a
+ * client RPC whose response is not yet received is a bare key, an
+ * unanswered request a dc_req (key first).  Lists cost a walk per response
+ * or reply, quadratic with thousands of RPCs in flight. */
+struct dc_key {
+    struct dc_key *next;
     uint64_t id;
 };
 
+struct dc_tab {
+    struct dc_key **b;
+    uint32_t nb, n;
+};
+
 struct dc_req {
-    struct dc_req *next;
-    uint64_t id;
+    struct dc_key k; /* first: a dc_key * of the request table is a dc_req * */
     homa_addr peer;
     uint16_t peer_port;
 };
@@ -50,14 +58,8 @@ struct homa_dcsock {
     int closing;
     int users; /* threads inside a call on this socket */
     struct dc_qmsg *qhead, **qtail;
-    /* Hash tables (chained, keyed by RPC id, power-of-two buckets): client
-     * RPCs whose response is not yet received, and unanswered requests
-     * (for homa_reply by id).  Lists cost a walk per response or reply,
-     * quadratic with thousands of RPCs in flight. */
-    struct dc_id **idtab;
-    uint32_t idnb, idn;
-    struct dc_req **reqtab;
-    uint32_t reqnb, reqn;
+    struct dc_tab ids;  /* client RPCs whose response is not yet received */
+    struct dc_tab reqs; /* unanswered requests (for homa_reply by id), dc_req */
     struct homa_dcsock *next;
     int efd; /* homa_socket_fd(), -1 until asked for */
 };
@@ -140,86 +142,84 @@ static void release_slot(struct homa_dc *dc, uint32_t slot)
 
 #define DC_TAB_MIN 16
 
-static size_t id_hash(uint64_t id, uint32_t nb)
+static int tab_init(struct dc_tab *t)
+{
+    t->nb = DC_TAB_MIN;
+    t->n = 0;
+    t->b = calloc(t->nb, sizeof(*t->b));
+    return t->b != NULL ? 0 : HOMA_ERR_NOMEM;
+}
+
+/* The chain that holds every key with this id. */
+static struct dc_key **tab_chain(const struct dc_tab *t, uint64_t id)
 {
     id ^= id >> 31;
     id *= 0x9e3779b97f4a7c15ull;
     id ^= id >> 29;
-    return (size_t)(id & (nb - 1));
+    return &t->b[id & (t->nb - 1)];
 }
 
-/* Doubles a table when it holds as many entries as buckets (if memory
- * allows: otherwise the chains just get longer). */
-#define DC_TAB_GROW(type, tab, nb, n)                                                              \
-    do {                                                                                           \
-        if ((n) < (nb)) break;                                                                     \
-        uint32_t nnb = (nb)*2;                                                                     \
-        type **nt = calloc(nnb, sizeof(*nt));                                                      \
-        if (nt == NULL) break;                                                                     \
-        for (uint32_t i = 0; i < (nb); i++) {                                                      \
-            for (type *r = (tab)[i], *nx; r != NULL; r = nx) {                                     \
-                nx = r->next;                                                                      \
-                size_t h = id_hash(r->id, nnb);                                                    \
-                r->next = nt[h];                                                                   \
-                nt[h] = r;                                                                         \
-            }                                                                                      \
-        }                                                                                          \
-        free(tab);                                                                                 \
-        (tab) = nt;                                                                                \
-        (nb) = nnb;                                                                                \
-    } while (0)
-
-static void id_add(struct homa_dcsock *s, struct dc_id *d)
+static void tab_add(struct dc_tab *t, struct dc_key *k)
 {
-    DC_TAB_GROW(struct dc_id, s->idtab, s->idnb, s->idn);
-    struct dc_id **b = &s->idtab[id_hash(d->id, s->idnb)];
-    d->next = *b;
-    *b = d;
-    s->idn++;
+    if (t->n >= t->nb) {
+        /* Double (if memory allows: otherwise the chains get longer). */
+        struct dc_tab nt = {calloc(2 * (size_t)t->nb, sizeof(*t->b)), 2 * t->nb, t->n};
+        if (nt.b != NULL) {
+            for (uint32_t i = 0; i < t->nb; i++) {
+                for (struct dc_key *r = t->b[i], *nx; r != NULL; r = nx) {
+                    nx = r->next;
+                    struct dc_key **c = tab_chain(&nt, r->id);
+                    r->next = *c;
+                    *c = r;
+                }
+            }
+            free(t->b);
+            *t = nt;
+        }
+    }
+    struct dc_key **c = tab_chain(t, k->id);
+    k->next = *c;
+    *c = k;
+    t->n++;
+}
+
+/* Unlinks and frees the key *pp points at. */
+static void tab_unlink(struct dc_tab *t, struct dc_key **pp)
+{
+    struct dc_key *k = *pp;
+    *pp = k->next;
+    free(k);
+    t->n--;
+}
+
+static void tab_destroy(struct dc_tab *t)
+{
+    for (uint32_t i = 0; t->b != NULL && i < t->nb; i++)
+        while (t->b[i] != NULL)
+            tab_unlink(t, &t->b[i]);
+    free(t->b);
+    t->b = NULL;
+}
+
+static struct dc_key **tab_find(const struct dc_tab *t, uint64_t id)
+{
+    struct dc_key **pp = tab_chain(t, id);
+    while (*pp != NULL && (*pp)->id != id)
+        pp = &(*pp)->next;
+    return pp;
 }
 
 static int id_remove(struct homa_dcsock *s, uint64_t id)
 {
-    for (struct dc_id **pp = &s->idtab[id_hash(id, s->idnb)]; *pp != NULL; pp = &(*pp)->next) {
-        if ((*pp)->id == id) {
-            struct dc_id *d = *pp;
-            *pp = d->next;
-            free(d);
-            s->idn--;
-            return 1;
-        }
-    }
-    return 0;
+    struct dc_key **pp = tab_find(&s->ids, id);
+    if (*pp == NULL) return 0;
+    tab_unlink(&s->ids, pp);
+    return 1;
 }
 
 static int id_known(const struct homa_dcsock *s, uint64_t id)
 {
-    for (const struct dc_id *d = s->idtab[id_hash(id, s->idnb)]; d != NULL; d = d->next)
-        if (d->id == id) return 1;
-    return 0;
-}
-
-static void req_add(struct homa_dcsock *s, struct dc_req *r)
-{
-    DC_TAB_GROW(struct dc_req, s->reqtab, s->reqnb, s->reqn);
-    struct dc_req **b = &s->reqtab[id_hash(r->id, s->reqnb)];
-    r->next = *b;
-    *b = r;
-    s->reqn++;
-}
-
-/* The chain that holds every unanswered request with this id. */
-static struct dc_req **req_chain(struct homa_dcsock *s, uint64_t id)
-{
-    return &s->reqtab[id_hash(id, s->reqnb)];
-}
-
-static void req_unlink(struct homa_dcsock *s, struct dc_req **pp)
-{
-    struct dc_req *r = *pp;
-    *pp = r->next;
-    free(r);
-    s->reqn--;
+    return *tab_find(&s->ids, id) != NULL;
 }
 
 static struct homa_dcsock *sock_by_port(struct homa_dc *dc, uint16_t port)
@@ -244,10 +244,10 @@ static int drain(struct homa_dc *dc)
                 /* Known before its response can be sorted (it may be
                  * next in this very batch). */
                 if (w->op == HOMAD_OP_SEND && e.result == 0) {
-                    struct dc_id *d = malloc(sizeof(*d));
+                    struct dc_key *d = malloc(sizeof(*d));
                     if (d != NULL) {
                         d->id = e.id;
-                        id_add(w->sock, d);
+                        tab_add(&w->sock->ids, d);
                     }
                 }
                 break;
@@ -635,12 +635,8 @@ int homa_dc_open(struct homa_dc *dc, const homa_endpoint *local, struct homa_dcs
     s->dc = dc;
     s->efd = -1;
     s->qtail = &s->qhead;
-    s->idnb = s->reqnb = DC_TAB_MIN;
-    s->idtab = calloc(s->idnb, sizeof(*s->idtab));
-    s->reqtab = calloc(s->reqnb, sizeof(*s->reqtab));
-    if (s->idtab == NULL || s->reqtab == NULL) {
-        free(s->idtab);
-        free(s->reqtab);
+    if (tab_init(&s->ids) != 0 || tab_init(&s->reqs) != 0) {
+        tab_destroy(&s->ids);
         free(s);
         return HOMA_ERR_NOMEM;
     }
@@ -659,8 +655,8 @@ int homa_dc_open(struct homa_dc *dc, const homa_endpoint *local, struct homa_dcs
     }
     pthread_mutex_unlock(&dc->lock);
     if (rc != 0) {
-        free(s->idtab);
-        free(s->reqtab);
+        tab_destroy(&s->ids);
+        tab_destroy(&s->reqs);
         free(s);
         return rc;
     }
@@ -703,14 +699,8 @@ void homa_dc_close(struct homa_dcsock *s)
     for (uint32_t i = 0; i < dc->v.nrx; i++)
         if (dc->rx_owner[i] == s) release_slot(dc, i);
     flush_releases(dc);
-    for (uint32_t i = 0; i < s->idnb; i++)
-        while (s->idtab[i] != NULL)
-            id_remove(s, s->idtab[i]->id);
-    for (uint32_t i = 0; i < s->reqnb; i++)
-        while (s->reqtab[i] != NULL)
-            req_unlink(s, &s->reqtab[i]);
-    free(s->idtab);
-    free(s->reqtab);
+    tab_destroy(&s->ids);
+    tab_destroy(&s->reqs);
     pthread_mutex_unlock(&dc->lock);
     if (s->efd >= 0) close(s->efd);
     free(s);
@@ -823,15 +813,15 @@ int homa_dc_reply(struct homa_dcsock *s, const homa_addr *peer, uint16_t peer_po
     struct homa_dc *dc = s->dc;
     pthread_mutex_lock(&dc->lock);
     int rc = 0;
-    struct dc_req **found = NULL;
+    const struct dc_req *found = NULL;
     int n = 0;
-    for (struct dc_req **pp = req_chain(s, id); *pp != NULL; pp = &(*pp)->next) {
-        struct dc_req *r = *pp;
-        if (r->id != id) continue;
+    for (struct dc_key **pp = tab_chain(&s->reqs, id); *pp != NULL; pp = &(*pp)->next) {
+        const struct dc_req *r = (const struct dc_req *)*pp;
+        if (r->k.id != id) continue;
         if (peer != NULL &&
             (r->peer_port != peer_port || memcmp(&r->peer, peer, sizeof(*peer)) != 0))
             continue;
-        if (n++ == 0) found = pp;
+        if (n++ == 0) found = r;
     }
     if (s->closing)
         rc = HOMA_ERR_SHUTDOWN;
@@ -844,16 +834,16 @@ int homa_dc_reply(struct homa_dcsock *s, const homa_addr *peer, uint16_t peer_po
         memset(&c, 0, sizeof(c));
         c.op = HOMAD_OP_REPLY;
         c.id = id;
-        c.addr = peer ? *peer : (*found)->peer;
-        c.peer_port = peer ? peer_port : (*found)->peer_port;
+        c.addr = peer ? *peer : found->peer;
+        c.peer_port = peer ? peer_port : found->peer_port;
         rc = send_slot(s, &c, buf, len, NULL);
         if (n > 0 && (rc == 0 || rc == HOMA_ERR_NOT_FOUND || rc == HOMA_ERR_STATE)) {
             /* send_slot dropped the lock: look the entry up again. */
-            for (struct dc_req **pp = req_chain(s, id); *pp != NULL; pp = &(*pp)->next) {
-                struct dc_req *r = *pp;
-                if (r->id == id && r->peer_port == c.peer_port &&
+            for (struct dc_key **pp = tab_chain(&s->reqs, id); *pp != NULL; pp = &(*pp)->next) {
+                const struct dc_req *r = (const struct dc_req *)*pp;
+                if (r->k.id == id && r->peer_port == c.peer_port &&
                     memcmp(&r->peer, &c.addr, sizeof(c.addr)) == 0) {
-                    req_unlink(s, pp);
+                    tab_unlink(&s->reqs, pp);
                     break;
                 }
             }
@@ -949,10 +939,10 @@ int homa_dc_recv(struct homa_dcsock *s, unsigned flags, uint64_t id, int64_t tim
             if (e->is_request) {
                 struct dc_req *r = malloc(sizeof(*r));
                 if (r != NULL) {
-                    r->id = e->id;
+                    r->k.id = e->id;
                     r->peer = e->peer;
                     r->peer_port = e->peer_port;
-                    req_add(s, r);
+                    tab_add(&s->reqs, &r->k);
                 }
             }
         }
@@ -996,12 +986,10 @@ int homa_dc_abort(struct homa_dcsock *s, uint64_t id)
         rc = HOMA_ERR_SHUTDOWN;
     } else if (id & 1) {
         rc = HOMA_ERR_NOT_FOUND;
-        for (struct dc_req **pp = req_chain(s, id); *pp != NULL; pp = &(*pp)->next) {
-            if ((*pp)->id == id) {
-                req_unlink(s, pp);
-                rc = 0;
-                break;
-            }
+        struct dc_key **pp = tab_find(&s->reqs, id);
+        if (*pp != NULL) {
+            tab_unlink(&s->reqs, pp);
+            rc = 0;
         }
         if (rc == 0) {
             /* homad's socket forgets the request too (no reply will come). */
