@@ -28,8 +28,9 @@ struct homad_opts {
     uint32_t verbose;
     int stats, json; /* --stats [--json]: print a running homad's counters */
     /* Engine settings (0 = the runtime's default). */
-    uint32_t mtu, max_message_length, unsched_bytes, grant_window, max_incoming, timeout_ticks,
-        tick_us;
+    uint32_t mtu, max_payload, max_message_length, unsched_bytes, grant_window, max_incoming,
+        max_overcommit, timeout_ticks, tick_us;
+    uint32_t no_gso; /* 1: never send UDP GSO batches */
     uint64_t link_bps, max_rx_bytes;
     struct homad_rule rules[HOMAD_MAX_RULES];
     int nrules; /* 0: the default policy */

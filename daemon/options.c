@@ -36,12 +36,16 @@ static const struct key keys[] = {
     {"busy_poll_us", K_U32, F(busy_poll_us), 0, "spin this long before sleeping (50)"},
     {"verbose", K_U32, F(verbose), 0, "1: log connections and reclaims"},
     {"mtu", K_U32, F(mtu), 0, "engine: path MTU (default: the interfaces')"},
+    {"max_payload", K_U32, F(max_payload), 0,
+     "engine: payload bytes per DATA packet (default: from the MTU)"},
+    {"no_gso", K_U32, F(no_gso), 0, "1: never send UDP GSO batches (0)"},
     {"link_bps", K_U64, F(link_bps), 0, "engine: pacer link rate in bit/s (0 = no pacing)"},
     {"max_message_length", K_U32, F(max_message_length), 0, "engine: longest message (1000000)"},
     {"unsched_bytes", K_U32, F(unsched_bytes), 0, "engine: unscheduled bytes per message"},
     {"max_rx_bytes", K_U64, F(max_rx_bytes), 0, "engine: memory cap for incoming messages"},
     {"grant_window", K_U32, F(grant_window), 0, "engine: granted-ahead bytes per message"},
     {"max_incoming", K_U32, F(max_incoming), 0, "engine: cap on granted-but-unreceived bytes"},
+    {"max_overcommit", K_U32, F(max_overcommit), 0, "engine: messages granted at once (8)"},
     {"timeout_ticks", K_U32, F(timeout_ticks), 0, "engine: silent ticks before an RPC fails"},
     {"tick_us", K_U32, F(tick_us), 0, "engine: timer tick in microseconds (1000)"},
 };
@@ -271,6 +275,9 @@ int homad_parse_args(struct homad_opts *o, int argc, char **argv)
 void homad_engine_options(const struct homad_opts *o, homa_runtime_options *ro)
 {
     if (o->mtu) ro->mtu = o->mtu;
+    if (o->max_payload) ro->max_payload = o->max_payload;
+    if (o->no_gso) ro->flags |= HOMA_RT_NO_GSO;
+    if (o->max_overcommit) ro->config.max_overcommit = o->max_overcommit;
     if (o->link_bps) ro->link_bps = o->link_bps;
     if (o->max_message_length) ro->config.max_message_length = o->max_message_length;
     if (o->unsched_bytes) ro->config.unsched_bytes = o->unsched_bytes;

@@ -147,4 +147,37 @@ if [ "$status" -ne 0 ]; then
     echo "FAIL: homa-perf cluster exit status $status"
     exit 1
 fi
+# ---- 3. Two processes per host, through one homad per host ----------------------
+# Every process's RPCs verified; one engine per host, so its granted-but-
+# unreceived bytes (sampled) never exceed that engine's max_incoming.
+if [ -x "$(dirname "$perf")/../daemon/homad" ]; then
+    status=0
+    "$perf" cluster --cluster "$name" --hosts 2 --procs 2 --homad --protos homa --workload w4 \
+        --max-size 200000 --load 0.4 --seconds 2 --warmup 0.5 --drain 5 --verify \
+        --json "$tmp/homad.json" || status=$?
+    if [ "$status" -ne 0 ]; then
+        echo "FAIL: homa-perf cluster --procs 2 --homad exit status $status"
+        exit 1
+    fi
+    python3 - "$tmp/homad.json" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+h = d["homa"]
+inc = h.get("host_incoming_bytes") or {}
+bad = []
+if not d["settings"].get("homad") or d["settings"].get("processes_per_host") != 2:
+    bad.append("settings do not say homad with 2 processes per host")
+if h.get("errors") != 0 or not h.get("verified") or h.get("rpcs", 0) < 10:
+    bad.append(f"errors {h.get('errors')}, verified {h.get('verified')}, rpcs {h.get('rpcs')}")
+if inc.get("samples", 0) < 100 or inc.get("max", 1 << 62) > inc.get("max_incoming", 0):
+    bad.append(f"host incoming bytes {inc}")
+if bad:
+    print("FAIL: --homad: " + "; ".join(bad))
+    sys.exit(1)
+print(f"ok: --procs 2 --homad: {h['rpcs']} RPCs verified; host incoming max {inc['max']} "
+      f"<= max_incoming {inc['max_incoming']} over {inc['samples']} samples")
+EOF
+else
+    echo "note: homad not built: --homad not checked"
+fi
 echo "PASS"

@@ -25,6 +25,8 @@
 #include "wlgen.h"
 
 #define CLUSTER_MAX_HOSTS 64
+/* Agents (processes) in all: hosts x processes per host. */
+#define CLUSTER_MAX_AGENTS 64
 /* Exit status when the cluster cannot run here (not root, no namespaces). */
 #define CLUSTER_EXIT_UNSUPPORTED 77
 
@@ -37,12 +39,14 @@ typedef struct cluster_msg {
     uint16_t pad;
 } cluster_msg;
 
-/* The schedule of host `host` of `hosts`: Poisson arrivals whose request
+/* The schedule of agent `agent` of `agents` (procs per host; agent a is
+ * process a % procs of host a / procs): Poisson arrivals whose request
  * payload averages req_bps bit/s, lengths from the workload, destinations
- * uniform over the other hosts, until end_ns.  *out is malloc'ed.  Returns
- * the count or -1 (out of memory). */
-long cluster_sched_make(const wlgen *g, uint64_t seed, int host, int hosts, double req_bps,
-                        uint64_t end_ns, cluster_msg **out);
+ * (agent numbers) uniform over the agents of the other hosts, until end_ns.
+ * With procs 1 an agent is a host.  *out is malloc'ed.  Returns the count or
+ * -1 (out of memory). */
+long cluster_sched_make(const wlgen *g, uint64_t seed, int agent, int procs, int agents,
+                        double req_bps, uint64_t end_ns, cluster_msg **out);
 
 /* Outcome of one RPC in a record. */
 enum cluster_status {
@@ -69,6 +73,10 @@ typedef struct cluster_rec {
 } cluster_rec;
 
 #define CLUSTER_REC_MAGIC "HCREC001"
+/* An agent's incoming-bytes samples (--sample-out): "HCINC001", uint64
+ * count, uint64 interval in ns, then count uint64 values (UINT64_MAX where
+ * no sample was taken), sample k at k x interval after the start. */
+#define CLUSTER_INC_MAGIC "HCINC001"
 
 /* Homa engine tuning given on the command line (--homa-config k=v,...):
  * applied on top of homa_config_default() in every agent. */

@@ -50,8 +50,11 @@
 typedef struct agent {
     int proto;
     int host, hosts;
-    perf_addr peers[CLUSTER_MAX_HOSTS];
-    uint16_t port;
+    int proc, procs;                     /* this process of the host's procs */
+    int self, agents;                    /* this agent's number (host * procs + proc) of all */
+    perf_addr peers[CLUSTER_MAX_AGENTS]; /* by agent number */
+    uint16_t base_port;                  /* process i of every host: base_port + i */
+    uint16_t port;                       /* this agent's */
     const char *workload;
     const char *data_dir;
     uint32_t max_size;
@@ -68,7 +71,7 @@ typedef struct agent {
 
     wlgen g;
     homa_runtime *rt;
-    homa_socket *sock; /* Homa: the host's one socket (server and client) */
+    homa_socket *sock; /* Homa: the agent's one socket (server and client) */
     pt_server *srv;
     cluster_msg *sched;
     long nsched;
@@ -87,6 +90,15 @@ typedef struct agent {
     int job_arg; /* cal: destination */
     uint64_t start;
     int job_rc;
+
+    /* --sample-us: a thread samples the engine's incoming_bytes on a grid
+     * of sample_ns from the start of a run (UINT64_MAX: no sample made). */
+    uint64_t sample_ns;
+    const char *sample_path;
+    uint64_t *samples;
+    size_t nsamples;
+    pthread_t sampler;
+    atomic_int sampling;
 } agent;
 
 enum { JOB_NONE, JOB_CAL, JOB_RUN, JOB_QUIT };
@@ -107,9 +119,9 @@ static int make_client(agent *a, cluster_client **out, char *err, size_t errlen)
 {
     int inline_server = a->server_threads == 0;
     if (a->proto == PERF_TCP)
-        return cluster_tcp_client(a->peers, a->hosts, a->host, a->conns, spin_ns(a),
+        return cluster_tcp_client(a->peers, a->agents, a->self, a->conns, spin_ns(a),
                                   inline_server ? a->port : 0, out, err, errlen);
-    return cluster_homa_client(a->sock, a->peers, a->hosts, inline_server, out, err, errlen);
+    return cluster_homa_client(a->sock, a->peers, a->agents, inline_server, out, err, errlen);
 }
 
 /* ---- Calibration -------------------------------------------------------- */
@@ -143,7 +155,7 @@ static int calibrate(agent *a, int dst)
             int got = s < 0 ? s : c->ops->poll(c, t0 + 5000000000ull, comp, 4);
             uint64_t t1 = perf_now_ns();
             if (got <= 0 || comp[0].error || comp[0].len != size) {
-                printf("error calibration RPC of %u bytes to host %d failed: %s\n", size, dst,
+                printf("error calibration RPC of %u bytes to agent %d failed: %s\n", size, dst,
                        got < 0         ? pt_strerror(a->proto, got)
                        : got == 0      ? "timeout"
                        : comp[0].error ? pt_strerror(a->proto, comp[0].error)
@@ -197,7 +209,7 @@ static void client_loop(agent *a, uint64_t start)
             long i = next++;
             const cluster_msg *m = &a->sched[i];
             cluster_rec *r = &a->recs[i];
-            uint64_t seq = ((uint64_t)a->host << 40) | (uint64_t)i;
+            uint64_t seq = ((uint64_t)a->self << 40) | (uint64_t)i;
             if (a->verify) pattern_fill(buf, m->size, seq);
             r->send_ns = perf_now_ns() - start;
             int rc = c->ops->send(c, m->dst, (uint64_t)i, buf, m->size);
@@ -234,7 +246,7 @@ static void client_loop(agent *a, uint64_t start)
             cluster_rec *r = &a->recs[i];
             inflight--;
             r->done_ns = now - start;
-            uint64_t seq = ((uint64_t)a->host << 40) | (uint64_t)i;
+            uint64_t seq = ((uint64_t)a->self << 40) | (uint64_t)i;
             if (comp[j].error) {
                 r->status = CREC_FAILED;
                 r->err = comp[j].error;
@@ -337,13 +349,49 @@ static int write_records(agent *a)
     return ok ? 0 : -1;
 }
 
+/* The sampler: from the start to the end of the measured window, every
+ * sample_ns on a common grid (so that the agents of one host sample at
+ * about the same instants and their sum is the host's). */
+static void *sampler_main(void *arg)
+{
+    agent *a = arg;
+    prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+    while (atomic_load(&a->sampling)) {
+        uint64_t now = perf_now_ns();
+        if (now >= a->start) {
+            size_t k = (size_t)((now - a->start) / a->sample_ns);
+            if (k >= a->nsamples) break;
+            homa_counters ec;
+            homa_runtime_counters(a->rt, &ec, NULL);
+            a->samples[k] = ec.incoming_bytes;
+            now = a->start + (uint64_t)(k + 1) * a->sample_ns;
+        } else {
+            now = a->start;
+        }
+        struct timespec ts = {(time_t)(now / 1000000000ull), (long)(now % 1000000000ull)};
+        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+    }
+    return NULL;
+}
+
+static int write_samples(agent *a)
+{
+    FILE *f = fopen(a->sample_path, "wb");
+    if (!f) return -1;
+    uint64_t hdr[2] = {a->nsamples, a->sample_ns};
+    int ok = fwrite(CLUSTER_INC_MAGIC, 8, 1, f) == 1 && fwrite(hdr, 8, 2, f) == 2 &&
+             fwrite(a->samples, 8, a->nsamples, f) == a->nsamples;
+    if (fclose(f) != 0) ok = 0;
+    return ok ? 0 : -1;
+}
+
 static int run(agent *a, uint64_t start)
 {
     uint64_t end_ns = (uint64_t)((a->warmup + a->seconds) * 1e9);
     free(a->sched);
     free(a->recs);
-    a->nsched =
-        cluster_sched_make(&a->g, a->seed, a->host, a->hosts, a->req_bps, end_ns, &a->sched);
+    a->nsched = cluster_sched_make(&a->g, a->seed, a->self, a->procs, a->agents, a->req_bps, end_ns,
+                                   &a->sched);
     if (a->nsched < 0) {
         printf("error out of memory\n");
         return -1;
@@ -361,8 +409,29 @@ static int run(agent *a, uint64_t start)
     atomic_store(&a->ok, 0);
     atomic_store(&a->errors, 0);
     a->start = start;
+    int sampling = 0;
+    if (a->sample_ns && a->rt) {
+        free(a->samples);
+        a->nsamples = (size_t)(end_ns / a->sample_ns) + 1;
+        a->samples = malloc(a->nsamples * sizeof(uint64_t));
+        if (!a->samples) {
+            printf("error out of memory\n");
+            return -1;
+        }
+        memset(a->samples, 0xff, a->nsamples * sizeof(uint64_t));
+        atomic_store(&a->sampling, 1);
+        sampling = pthread_create(&a->sampler, NULL, sampler_main, a) == 0;
+    }
     post_job(a, JOB_RUN, 0);
     wait_job(a, 1);
+    if (sampling) {
+        atomic_store(&a->sampling, 0);
+        pthread_join(a->sampler, NULL);
+        if (write_samples(a) < 0) {
+            printf("error cannot write %s: %s\n", a->sample_path, strerror(errno));
+            return -1;
+        }
+    }
     if (a->fatal[0]) {
         printf("error %s\n", a->fatal);
         return -1;
@@ -420,6 +489,10 @@ enum {
     A_MTU,
     A_HOMACFG,
     A_HOMAGSO,
+    A_PROC,
+    A_PROCS,
+    A_SAMPLE,
+    A_SAMPLEOUT,
 };
 
 static const struct option agent_opts[] = {
@@ -444,23 +517,32 @@ static const struct option agent_opts[] = {
     {"mtu", required_argument, NULL, A_MTU},
     {"homa-config", required_argument, NULL, A_HOMACFG},
     {"homa-gso", no_argument, NULL, A_HOMAGSO},
+    {"proc", required_argument, NULL, A_PROC},
+    {"procs", required_argument, NULL, A_PROCS},
+    {"sample-us", required_argument, NULL, A_SAMPLE},
+    {"sample-out", required_argument, NULL, A_SAMPLEOUT},
     {NULL, 0, NULL, 0},
 };
 
+/* One address per host in the list; procs agents per host, on ports
+ * base_port + i. */
 static int parse_peers(agent *a, const char *list, char *err, size_t errlen)
 {
     char buf[CLUSTER_MAX_HOSTS * 48];
     snprintf(buf, sizeof(buf), "%s", list);
     char *save = NULL;
-    a->hosts = 0;
+    a->hosts = a->agents = 0;
     for (char *p = strtok_r(buf, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
-        if (a->hosts == CLUSTER_MAX_HOSTS) {
-            snprintf(err, errlen, "too many peers");
-            return -1;
+        for (int i = 0; i < a->procs; i++) {
+            if (a->agents == CLUSTER_MAX_AGENTS || a->base_port + i > 65535) {
+                snprintf(err, errlen, "too many peers");
+                return -1;
+            }
+            char spec[80];
+            snprintf(spec, sizeof(spec), "%s:%d", p, a->base_port + i);
+            if (perf_parse_addr(spec, &a->peers[a->agents], err, errlen) < 0) return -1;
+            a->agents++;
         }
-        char spec[80];
-        snprintf(spec, sizeof(spec), "%s:%u", p, a->port);
-        if (perf_parse_addr(spec, &a->peers[a->hosts], err, errlen) < 0) return -1;
         a->hosts++;
     }
     return 0;
@@ -471,7 +553,8 @@ static int agent_parse(int argc, char **argv, agent *a, char *err, size_t errlen
     const char *peers = NULL;
     a->proto = -1;
     a->host = -1;
-    a->port = 4000;
+    a->base_port = 4000;
+    a->procs = 1;
     a->workload = "w4";
     a->max_size = PERF_MAX_MESSAGE;
     a->seed = 1;
@@ -499,7 +582,19 @@ static int agent_parse(int argc, char **argv, agent *a, char *err, size_t errlen
             peers = optarg;
             break;
         case A_PORT:
-            a->port = (uint16_t)atoi(optarg);
+            a->base_port = (uint16_t)atoi(optarg);
+            break;
+        case A_PROC:
+            a->proc = atoi(optarg);
+            break;
+        case A_PROCS:
+            a->procs = atoi(optarg);
+            break;
+        case A_SAMPLE:
+            a->sample_ns = strtoull(optarg, NULL, 10) * 1000ull;
+            break;
+        case A_SAMPLEOUT:
+            a->sample_path = optarg;
             break;
         case A_WORKLOAD:
             a->workload = optarg;
@@ -557,13 +652,23 @@ static int agent_parse(int argc, char **argv, agent *a, char *err, size_t errlen
             return -1;
         }
     }
-    if (a->proto < 0 || !peers || !a->out_path || a->port == 0) {
+    if (a->proto < 0 || !peers || !a->out_path || a->base_port == 0) {
         snprintf(err, errlen, "need --proto homa|tcp, --peers, --port and --out");
+        return -1;
+    }
+    if (a->procs < 1 || a->procs > CLUSTER_MAX_AGENTS || a->proc < 0 || a->proc >= a->procs) {
+        snprintf(err, errlen, "bad --proc or --procs");
         return -1;
     }
     if (parse_peers(a, peers, err, errlen) < 0) return -1;
     if (a->hosts < 2 || a->host < 0 || a->host >= a->hosts) {
         snprintf(err, errlen, "bad --host or --peers");
+        return -1;
+    }
+    a->self = a->host * a->procs + a->proc;
+    a->port = (uint16_t)(a->base_port + a->proc);
+    if (a->sample_ns && !a->sample_path) {
+        snprintf(err, errlen, "--sample-us needs --sample-out");
         return -1;
     }
     if (a->conns < 1) a->conns = 1;
@@ -631,8 +736,8 @@ int cluster_agent_main(int argc, char **argv)
         int dst;
         unsigned long long start;
         if (sscanf(line, "cal %d", &dst) == 1) {
-            if (dst < 0 || dst >= a->hosts || dst == a->host) {
-                printf("error bad calibration host\n");
+            if (dst < 0 || dst >= a->agents || dst / a->procs == a->host) {
+                printf("error bad calibration agent\n");
                 status = 1;
                 break;
             }
@@ -667,6 +772,7 @@ out:
     wlgen_close(&a->g);
     free(a->sched);
     free(a->recs);
+    free(a->samples);
     pthread_mutex_destroy(&a->fatal_lock);
     pthread_mutex_destroy(&a->job_lock);
     pthread_cond_destroy(&a->job_cond);

@@ -66,6 +66,15 @@ static const char cluster_usage_text[] =
     "  --no-cutoffs        do not capture CUTOFFS packets (needs tcpdump)\n"
     "  --nice N            run the cluster's processes at this niceness (-20..19, default\n"
     "                      0); e.g. -10 on a machine shared with batch jobs\n"
+    "  --procs N           processes per host (default 1), each an echo server on port\n"
+    "                      4000+i and a client of every process of every other host;\n"
+    "                      the host's load is split evenly among them\n"
+    "  --homad             Homa through homad: one daemon per host (its only engine)\n"
+    "                      serves all the host's processes (default: each process\n"
+    "                      embeds an engine of its own)\n"
+    "  --sample-us US      sample each host's granted-but-unreceived bytes (the\n"
+    "                      engines' incoming_bytes, summed over the host's processes\n"
+    "                      when embedded) every US microseconds (default 1000, 0 off)\n"
     "  --keep DIR          keep agents' logs and per-message records in DIR\n"
     "  --data-dir DIR      where to find workloads/<name>.cdf\n"
     "\n"
@@ -100,6 +109,9 @@ enum {
     C_KEEP,
     C_NICE,
     C_DATADIR,
+    C_PROCS,
+    C_HOMAD,
+    C_SAMPLE,
     C_HELP,
 };
 
@@ -132,6 +144,9 @@ static const struct option cluster_opts[] = {
     {"keep", required_argument, NULL, C_KEEP},
     {"nice", required_argument, NULL, C_NICE},
     {"data-dir", required_argument, NULL, C_DATADIR},
+    {"procs", required_argument, NULL, C_PROCS},
+    {"homad", no_argument, NULL, C_HOMAD},
+    {"sample-us", required_argument, NULL, C_SAMPLE},
     {"help", no_argument, NULL, C_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -177,6 +192,8 @@ int cluster_parse_args(int argc, char **argv, copts *o)
     o->capture_cutoffs = 1;
     o->pacer_fraction = 0.95;
     o->no_pacer = 1;
+    o->procs = 1;
+    o->sample_us = 1000;
     optind = 2;
     int ch;
     double v;
@@ -313,6 +330,19 @@ int cluster_parse_args(int argc, char **argv, copts *o)
             o->nice = (int)n;
             break;
         }
+        case C_PROCS:
+            if (num_arg(optarg, 1, 16, &v) < 0 || v != floor(v))
+                return usage_error("bad --procs '%s' (1..16)", optarg);
+            o->procs = (int)v;
+            break;
+        case C_HOMAD:
+            o->homad = 1;
+            break;
+        case C_SAMPLE:
+            if (num_arg(optarg, 0, 1000000, &v) < 0 || v != floor(v) || (v > 0 && v < 100))
+                return usage_error("bad --sample-us '%s' (0, or 100..1000000)", optarg);
+            o->sample_us = (int)v;
+            break;
         case C_HELP:
             fputs(cluster_usage_text, stdout);
             exit(0);
@@ -321,6 +351,8 @@ int cluster_parse_args(int argc, char **argv, copts *o)
         }
     }
     if (optind < argc) return usage_error("unexpected argument '%s'", argv[optind]);
+    if (o->hosts * o->procs > CLUSTER_MAX_AGENTS)
+        return usage_error("%s", "--hosts x --procs must be at most 64");
     if (o->cluster) {
         for (const char *p = o->cluster; *p; p++)
             if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||

@@ -271,6 +271,125 @@ int cluster_read_records(const char *path, presult *p)
     return 0;
 }
 
+/* ---- Incoming-bytes samples ---------------------------------------------------------- */
+
+static int read_samples(const char *path, uint64_t **vals, size_t *n, uint64_t *interval)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    char magic[8];
+    uint64_t hdr[2];
+    int ok = fread(magic, 8, 1, f) == 1 && memcmp(magic, CLUSTER_INC_MAGIC, 8) == 0 &&
+             fread(hdr, 8, 2, f) == 2 && hdr[0] > 0 && hdr[0] <= (1ull << 26) && hdr[1] > 0;
+    *vals = ok ? malloc(hdr[0] * sizeof(uint64_t)) : NULL;
+    if (ok && (!*vals || fread(*vals, 8, hdr[0], f) != hdr[0])) ok = 0;
+    fclose(f);
+    if (!ok) {
+        free(*vals);
+        *vals = NULL;
+        return -1;
+    }
+    *n = hdr[0];
+    *interval = hdr[1];
+    return 0;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+int cluster_incoming(const copts *o, char paths[][PATH_MAX], const int *host_of, int nfiles,
+                     uint64_t limit, const char *csv_path, presult *p)
+{
+    uint64_t *v[CLUSTER_MAX_AGENTS] = {0};
+    size_t n = 0;
+    uint64_t interval = 0;
+    int rc = -1;
+    for (int i = 0; i < nfiles; i++) {
+        size_t ni;
+        uint64_t iv;
+        if (read_samples(paths[i], &v[i], &ni, &iv) < 0) goto out;
+        if (i == 0) {
+            n = ni;
+            interval = iv;
+        } else if (ni != n || iv != interval) {
+            goto out;
+        }
+    }
+    if (nfiles == 0) goto out;
+    /* A sample an agent missed (descheduled past its slot) repeats its
+     * previous one; before its first, 0. */
+    for (int i = 0; i < nfiles; i++) {
+        uint64_t last = 0;
+        for (size_t k = 0; k < n; k++) {
+            if (v[i][k] == UINT64_MAX)
+                v[i][k] = last;
+            else
+                last = v[i][k];
+        }
+    }
+    size_t k0 = (size_t)(o->warmup * 1e9 / (double)interval);
+    size_t k1 = (size_t)((o->warmup + o->seconds) * 1e9 / (double)interval);
+    if (k1 > n) k1 = n;
+    if (k0 >= k1) goto out;
+    size_t per = k1 - k0;
+    uint64_t *pool = malloc(per * (size_t)o->hosts * sizeof(uint64_t));
+    uint64_t *host = calloc(n * (size_t)o->hosts, sizeof(uint64_t));
+    if (!pool || !host) {
+        free(pool);
+        free(host);
+        goto out;
+    }
+    for (int i = 0; i < nfiles; i++)
+        for (size_t k = 0; k < n; k++)
+            host[(size_t)host_of[i] * n + k] += v[i][k];
+    size_t np = 0;
+    double sum = 0;
+    p->inc_over = 0;
+    for (int h = 0; h < o->hosts; h++) {
+        p->inc_host_max[h] = 0;
+        for (size_t k = k0; k < k1; k++) {
+            uint64_t x = host[(size_t)h * n + k];
+            pool[np++] = x;
+            sum += (double)x;
+            if (x > limit) p->inc_over++;
+            if (x > p->inc_host_max[h]) p->inc_host_max[h] = x;
+        }
+    }
+    qsort(pool, np, sizeof(uint64_t), cmp_u64);
+    p->inc_samples = np;
+    p->inc_limit = limit;
+    p->inc_mean = sum / (double)np;
+    p->inc_p50 = pool[np / 2];
+    p->inc_p99 = pool[(size_t)((double)(np - 1) * 0.99)];
+    p->inc_max = pool[np - 1];
+    if (csv_path) {
+        FILE *f = fopen(csv_path, "w");
+        if (f) {
+            fprintf(f, "t_s");
+            for (int h = 0; h < o->hosts; h++)
+                fprintf(f, ",host%d", h);
+            fprintf(f, "\n");
+            for (size_t k = 0; k < n; k++) {
+                fprintf(f, "%.6f", (double)k * (double)interval / 1e9);
+                for (int h = 0; h < o->hosts; h++)
+                    fprintf(f, ",%llu", (unsigned long long)host[(size_t)h * n + k]);
+                fprintf(f, "\n");
+            }
+            fclose(f);
+        }
+    }
+    free(pool);
+    free(host);
+    rc = 0;
+out:
+    for (int i = 0; i < nfiles; i++)
+        free(v[i]);
+    return rc;
+}
+
 /* ---- Analysis ----------------------------------------------------------------------- */
 
 static double best_of(const perf_result *cal, uint32_t size)

@@ -52,6 +52,9 @@ typedef struct copts {
     const char *data_dir;
     int capture_cutoffs;
     int nice;
+    int procs;     /* processes (agents) per host */
+    int homad;     /* Homa through one homad per host */
+    int sample_us; /* incoming-bytes sampling interval, 0 = off */
 } copts;
 
 /* Parses argv[2..] into o (defaults first).  Returns 0, or 2 after a
@@ -80,6 +83,9 @@ extern char g_tmpdir[512];
 /* This program, for the agents (resolved at start: a rebuild while a run
  * is going on replaces the file, and /proc/self/exe then says "(deleted)"). */
 extern char g_exe[PATH_MAX];
+/* homad, for --homad (cluster_find_homad: next to this program, else PATH). */
+extern char g_homad[PATH_MAX];
+int cluster_find_homad(void);
 extern const char *g_keep_dir;
 /* The signal that asked to stop, 0 while none (cluster_main.c). */
 extern volatile sig_atomic_t g_stop;
@@ -152,6 +158,13 @@ typedef struct presult {
     double gbps_sched;    /* RPCs scheduled in the window, over the window extended to
                              their last completion */
     double window_s;
+    /* The hosts' granted-but-unreceived bytes, sampled every sample_us over
+     * the measured window (all hosts' samples pooled). */
+    uint64_t inc_samples, inc_over; /* samples; of them above inc_limit */
+    uint64_t inc_limit;             /* the engine's max_incoming */
+    double inc_mean;
+    uint64_t inc_p50, inc_p99, inc_max;
+    uint64_t inc_host_max[CLUSTER_MAX_HOSTS];
 } presult;
 
 /* Switch queue counters (tc) and the hosts' /proc/net/snmp, now. */
@@ -169,6 +182,13 @@ int cluster_parse_cutoffs(const char *file, cutoffs_seen *out, int max);
 void cluster_counters_add(presult *p, const char *list);
 /* Appends the records of one agent's file to p->recs.  0 or -1. */
 int cluster_read_records(const char *path, presult *p);
+/* The hosts' granted-but-unreceived bytes from the agents' sample files
+ * (paths[i] belongs to host host_of[i]; a host's value at an instant is the
+ * sum of its files'), over the measured window: p->inc_*.  With csv_path,
+ * the whole series, a column per host.  0, or -1 (a file unreadable or the
+ * files disagree). */
+int cluster_incoming(const copts *o, char paths[][PATH_MAX], const int *host_of, int nfiles,
+                     uint64_t limit, const char *csv_path, presult *p);
 /* Fills p's histograms and rates from its records: slowdowns against own
  * (and, for *_common, common) best cases; short means <= short_max bytes. */
 void cluster_analyse(const copts *o, const wlgen *g, presult *p, const perf_result *own,

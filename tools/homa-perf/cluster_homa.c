@@ -294,14 +294,15 @@ int cluster_homa_server(homa_socket *sock, int threads, pt_server **out, char *e
 
 /* ---- Schedule ---------------------------------------------------------- */
 
-long cluster_sched_make(const wlgen *g, uint64_t seed, int host, int hosts, double req_bps,
-                        uint64_t end_ns, cluster_msg **out)
+long cluster_sched_make(const wlgen *g, uint64_t seed, int agent, int procs, int agents,
+                        double req_bps, uint64_t end_ns, cluster_msg **out)
 {
     *out = NULL;
-    if (hosts < 2 || req_bps <= 0) return 0;
+    if (procs < 1 || agents < 2 * procs || req_bps <= 0) return 0;
+    int first = agent / procs * procs; /* this host's first agent */
     perf_rng rng;
-    /* Stream 1000 + host: distinct from the client threads' streams. */
-    rng_seed(&rng, seed, 1000u + (uint64_t)host);
+    /* Stream 1000 + agent: distinct from the client threads' streams. */
+    rng_seed(&rng, seed, 1000u + (uint64_t)agent);
     double mean_gap = 1e9 / (req_bps / 8.0 / g->mean);
     size_t cap = 1024, n = 0;
     cluster_msg *m = malloc(cap * sizeof(*m));
@@ -318,8 +319,8 @@ long cluster_sched_make(const wlgen *g, uint64_t seed, int host, int hosts, doub
             m = nm;
         }
         uint32_t size = wlgen_sample(g, &rng);
-        int d = (int)(rng_next(&rng) % (uint64_t)(hosts - 1));
-        if (d >= host) d++;
+        int d = (int)(rng_next(&rng) % (uint64_t)(agents - procs));
+        if (d >= first) d += procs;
         m[n].t_ns = (uint64_t)t;
         m[n].size = size;
         m[n].dst = (uint16_t)d;

@@ -106,6 +106,30 @@ char g_tmpdir[512];
 /* This program, for the agents (resolved at start: a rebuild while a run
  * is going on replaces the file, and /proc/self/exe then says "(deleted)"). */
 char g_exe[PATH_MAX];
+char g_homad[PATH_MAX];
+
+int cluster_find_homad(void)
+{
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s", g_exe);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = '\0';
+    static const char *const rel[] = {"../daemon/homad", "../sbin/homad", "homad"};
+    for (size_t i = 0; slash && i < sizeof(rel) / sizeof(rel[0]); i++) {
+        cluster_fmt(g_homad, sizeof(g_homad), "%s/%s", dir, rel[i]);
+        if (access(g_homad, X_OK) == 0) return 0;
+    }
+    const char *path = getenv("PATH");
+    char buf[4096];
+    snprintf(buf, sizeof(buf), "%s:/usr/sbin:/usr/local/sbin", path ? path : "/usr/bin");
+    char *save = NULL;
+    for (char *d = strtok_r(buf, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+        cluster_fmt(g_homad, sizeof(g_homad), "%s/homad", d);
+        if (access(g_homad, X_OK) == 0) return 0;
+    }
+    g_homad[0] = '\0';
+    return -1;
+}
 const char *g_keep_dir;
 
 static int find_script(char *out, size_t len)

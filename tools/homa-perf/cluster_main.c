@@ -63,6 +63,14 @@ int cluster_main(int argc, char **argv)
         fprintf(stderr, "homa-perf cluster: setpriority(%d): %s\n", o.nice, strerror(errno));
     ssize_t en = readlink("/proc/self/exe", g_exe, sizeof(g_exe) - 1);
     g_exe[en > 0 ? en : 0] = '\0';
+    if (o.homad && cluster_find_homad() < 0) {
+        fprintf(stderr,
+                "homa-perf cluster: --homad: no homad next to %s (build tree: "
+                "../daemon/homad; installed: ../sbin/homad) nor in PATH\n",
+                g_exe);
+        wlgen_close(&g);
+        return 1;
+    }
     g_keep_dir = o.keep_dir;
     if (o.keep_dir) {
         mkdir(o.keep_dir, 0755);

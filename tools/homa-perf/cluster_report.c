@@ -198,6 +198,28 @@ static void json_proto(json_writer *j, const char *key, const presult *p, const 
         json_str(j, "cutoffs_source",
                  p->capture_tried ? "CUTOFFS packets captured on host 0's link (tcpdump)"
                                   : "not captured (tcpdump missing or --no-cutoffs)");
+        if (p->inc_samples) {
+            json_obj_begin(j, "host_incoming_bytes");
+            json_str(j, "method",
+                     o->homad ? "the host's homad engine's incoming_bytes, sampled by one "
+                                "process per host"
+                              : "each process's engine's incoming_bytes, sampled on a common "
+                                "grid and summed per host");
+            json_i64(j, "interval_us", o->sample_us);
+            json_u64(j, "samples", p->inc_samples);
+            json_u64(j, "max_incoming", p->inc_limit);
+            json_num(j, "mean", p->inc_mean);
+            json_u64(j, "p50", p->inc_p50);
+            json_u64(j, "p99", p->inc_p99);
+            json_u64(j, "max", p->inc_max);
+            json_num(j, "fraction_above_max_incoming",
+                     (double)p->inc_over / (double)p->inc_samples);
+            json_arr_begin(j, "per_host_max");
+            for (int h = 0; h < o->hosts; h++)
+                json_u64(j, NULL, p->inc_host_max[h]);
+            json_arr_end(j);
+            json_obj_end(j);
+        }
     }
     if (p->fatal[0])
         json_str(j, "error", p->fatal);
@@ -252,6 +274,10 @@ static void print_table(const copts *o, const wlgen *g, const presult *h, const 
            "measured per protocol\n",
            homa_workload_name(g->w), g->max_size, g->mean, o->load * 100, o->hosts,
            (double)g_cluster.rate_bps / 1e9, o->seconds);
+    if (o->procs > 1 || o->homad)
+        printf("%d processes per host, each a server and a client; Homa %s\n", o->procs,
+               o->homad ? "through one homad per host (one engine for the host)"
+                        : "embedded (one engine per process)");
     printf("short messages: the shortest 10%% (<= %u bytes)\n\n", short_max);
     printf("  %-34s %12s %12s   %s\n", "", "Homa", "TCP", "Homa vs TCP");
     struct {
@@ -322,6 +348,13 @@ static void print_table(const copts *o, const wlgen *g, const presult *h, const 
                        p->qs.prio_max[l]);
         printf("  host NIC %.1f/%u/%u\n", p->qs.nic_mean, p->qs.nic_p99, p->qs.nic_max);
     }
+    if (h->ran && h->inc_samples)
+        printf("Homa granted-but-unreceived bytes per host (every %d us, %s): mean %.0f, p50 "
+               "%llu, p99 %llu, max %llu; above max_incoming (%llu) %.1f%% of the time\n",
+               o->sample_us, o->homad ? "one homad engine per host" : "sum of the host's engines",
+               h->inc_mean, (unsigned long long)h->inc_p50, (unsigned long long)h->inc_p99,
+               (unsigned long long)h->inc_max, (unsigned long long)h->inc_limit,
+               100.0 * (double)h->inc_over / (double)h->inc_samples);
     if (h->ran) print_cutoffs(h);
 }
 
@@ -384,7 +417,9 @@ int cluster_report(const copts o, const wlgen g, const presult *res, int hi, int
             json_i64(&j, "busy_poll_us", o.busy_poll_us);
             json_i64(&j, "nice", o.nice);
             json_i64(&j, "server_threads", o.server_threads);
-            json_i64(&j, "client_threads_per_host", 1);
+            json_i64(&j, "client_threads_per_host", o.procs);
+            json_i64(&j, "processes_per_host", o.procs);
+            json_bool(&j, "homad", o.homad);
             json_i64(&j, "tcp_connections_per_peer", o.conns);
             json_str(&j, "homa_config", g_homa_spec);
             json_bool(&j, "homa_pacer", !o.no_pacer);

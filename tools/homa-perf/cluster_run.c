@@ -39,10 +39,13 @@ typedef struct agentp {
     char err[256];
     char counters[8192];
     struct rusage ru;
+    int host, proc;
+    char rec[PATH_MAX], log[PATH_MAX], samples[PATH_MAX];
 } agentp;
 
 typedef struct run_state {
-    agentp a[CLUSTER_MAX_HOSTS];
+    agentp a[CLUSTER_MAX_AGENTS];
+    pid_t homad[CLUSTER_MAX_HOSTS]; /* --homad: one per host (0: none) */
     int n;
     perf_cal_point cal[PERF_MAX_CAL];
     int ncal;
@@ -116,7 +119,7 @@ static int wait_agents(run_state *rs, int only, agent_pred pred, uint64_t deadli
             agentp *a = &rs->a[i];
             if (only >= 0 && i != only) continue;
             if (a->failed || (a->eof && !pred(a))) {
-                snprintf(err, errlen, "host %d: %s", i,
+                snprintf(err, errlen, "host %d process %d: %s", a->host, a->proc,
                          a->err[0] ? a->err : "agent exited unexpectedly (see its log)");
                 return -1;
             }
@@ -136,8 +139,8 @@ static int wait_agents(run_state *rs, int only, agent_pred pred, uint64_t deadli
             tick(rs, ctx);
             next_tick = now + 1000000000ull;
         }
-        struct pollfd pfd[CLUSTER_MAX_HOSTS];
-        int map[CLUSTER_MAX_HOSTS], np = 0;
+        struct pollfd pfd[CLUSTER_MAX_AGENTS];
+        int map[CLUSTER_MAX_AGENTS], np = 0;
         for (int i = 0; i < rs->n; i++)
             if (!rs->a[i].eof) {
                 pfd[np].fd = rs->a[i].out_fd;
@@ -267,6 +270,143 @@ static void cpu_read(cpu_snap *s)
     fclose(f);
 }
 
+/* ---- homad (--homad) ------------------------------------------------------------- */
+
+/* homad's flags for the engine settings of g_homa_spec (the keys both
+ * know; another key is an error: homad could not apply it). */
+static int homad_engine_flags(char *spec, char **argv, int *k, int max, char *err, size_t errlen)
+{
+    static const char *const keys[] = {"unsched_bytes",  "grant_window", "max_incoming",
+                                       "max_overcommit", "tick_us",      "timeout_ticks"};
+    char *save = NULL;
+    for (char *item = strtok_r(spec, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(item, '=');
+        if (!eq) continue; /* checked by cluster_homa_apply() already */
+        *eq = '\0';
+        size_t i;
+        for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+            if (strcmp(item, keys[i]) == 0) break;
+        if (i == sizeof(keys) / sizeof(keys[0])) {
+            snprintf(err, errlen, "--homad: homad has no setting for --homa-config key %s", item);
+            return -1;
+        }
+        if (*k + 2 >= max) return -1;
+        /* "max_incoming" -> "--max-incoming" (strings of the static buffer) */
+        static char flags[16][40];
+        static int nflags;
+        char *f = flags[nflags++ % 16];
+        snprintf(f, 40, "--%s", item);
+        for (char *c = f + 2; *c; c++)
+            if (*c == '_') *c = '-';
+        argv[(*k)++] = f;
+        argv[(*k)++] = eq + 1;
+    }
+    return 0;
+}
+
+/* Stops the homads; their CPU time is added to *user_s, *sys_s. */
+static void stop_homads(run_state *rs, int hosts, double *user_s, double *sys_s)
+{
+    for (int h = 0; h < hosts; h++)
+        if (rs->homad[h] > 0) kill(rs->homad[h], SIGTERM);
+    for (int h = 0; h < hosts; h++) {
+        if (rs->homad[h] <= 0) continue;
+        int st;
+        struct rusage ru;
+        memset(&ru, 0, sizeof(ru));
+        uint64_t limit = now_ns() + 5000000000ull;
+        while (wait4(rs->homad[h], &st, WNOHANG, &ru) == 0) {
+            if (now_ns() > limit) {
+                kill(rs->homad[h], SIGKILL);
+                wait4(rs->homad[h], &st, 0, &ru);
+                break;
+            }
+            usleep(20000);
+        }
+        *user_s += (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6;
+        *sys_s += (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+        rs->homad[h] = 0;
+    }
+}
+
+/* Starts one homad in every host namespace, serving socket
+ * g_tmpdir/homad-hN.sock, with the agents' engine settings. */
+static int start_homads(const copts *o, run_state *rs, char *err, size_t errlen)
+{
+    char spec[sizeof(g_homa_spec)];
+    for (int h = 0; h < o->hosts; h++) {
+        char ns[64], sock[PATH_MAX], log[PATH_MAX], bp[16], mtu[16], payload[16], link[32],
+            maxmsg[16];
+        cluster_host_ns(h, ns, sizeof(ns));
+        cluster_fmt(sock, sizeof(sock), "%s/homad-h%d.sock", g_tmpdir, h);
+        cluster_fmt(log, sizeof(log), "%s/homad-h%d.log", g_tmpdir, h);
+        snprintf(bp, sizeof(bp), "%d", o->busy_poll_us);
+        snprintf(mtu, sizeof(mtu), "%u", g_cluster.mtu);
+        snprintf(payload, sizeof(payload), "%u", g_cluster.mtu - 84);
+        snprintf(link, sizeof(link), "%llu",
+                 o->no_pacer
+                     ? 0ull
+                     : (unsigned long long)llround((double)g_cluster.rate_bps * o->pacer_fraction));
+        snprintf(maxmsg, sizeof(maxmsg), "%u", o->max_size > 1000000 ? o->max_size : 1000000);
+        char *argv[64];
+        int k = 0;
+        argv[k++] = "ip";
+        argv[k++] = "netns";
+        argv[k++] = "exec";
+        argv[k++] = ns;
+        argv[k++] = g_homad;
+        argv[k++] = "--socket";
+        argv[k++] = sock;
+        argv[k++] = "--busy-poll-us";
+        argv[k++] = bp;
+        argv[k++] = "--mtu";
+        argv[k++] = mtu;
+        argv[k++] = "--max-payload";
+        argv[k++] = payload;
+        argv[k++] = "--no-gso";
+        argv[k++] = o->homa_gso ? "0" : "1";
+        argv[k++] = "--link-bps";
+        argv[k++] = link;
+        argv[k++] = "--max-message-length";
+        argv[k++] = maxmsg;
+        /* Room for an open-loop client's queue: the defaults (16 outgoing,
+         * 64 incoming slots, 1,024 RPCs) suit interactive processes. */
+        argv[k++] = "--tx-slots";
+        argv[k++] = "64";
+        argv[k++] = "--rx-slots";
+        argv[k++] = "128";
+        argv[k++] = "--max-rpcs";
+        argv[k++] = "4096";
+        snprintf(spec, sizeof(spec), "%s", g_homa_spec);
+        if (homad_engine_flags(spec, argv, &k, 60, err, errlen) < 0) return -1;
+        argv[k] = NULL;
+        int in_fd, out_fd;
+        rs->homad[h] = spawn_agent(argv, &in_fd, &out_fd, log);
+        if (rs->homad[h] < 0) {
+            rs->homad[h] = 0;
+            snprintf(err, errlen, "cannot start homad: %s", strerror(errno));
+            return -1;
+        }
+        close(in_fd);
+        close(out_fd);
+        uint64_t limit = now_ns() + 10000000000ull;
+        while (access(sock, F_OK) != 0) {
+            int st;
+            if (waitpid(rs->homad[h], &st, WNOHANG) == rs->homad[h]) {
+                rs->homad[h] = 0;
+                cluster_fmt(err, errlen, "homad of host %d exited (see %s)", h, log);
+                return -1;
+            }
+            if (now_ns() > limit) {
+                cluster_fmt(err, errlen, "homad of host %d did not start (see %s)", h, log);
+                return -1;
+            }
+            usleep(20000);
+        }
+    }
+    return 0;
+}
+
 /* ---- One protocol ----------------------------------------------------------------- */
 
 /* Homa's window sizes follow the link: the defaults of the Linux module
@@ -355,8 +495,9 @@ int cluster_run_protocol(const copts *o, int proto, presult *p)
         snprintf(peers + l, sizeof(peers) - l, "%s%s.%d", i ? "," : "", g_cluster.subnet, i + 1);
     }
     char reqbps[64], seed[32], warm[32], secs[32], drain[32], maxs[32], bp[16], st[16], conns[16],
-        link[32], mtu[16], port[16];
-    snprintf(reqbps, sizeof(reqbps), "%.6g", o->load * (double)g_cluster.rate_bps / 2.0);
+        link[32], mtu[16], port[16], procs[16], sample[16];
+    snprintf(reqbps, sizeof(reqbps), "%.6g",
+             o->load * (double)g_cluster.rate_bps / 2.0 / (double)o->procs);
     snprintf(seed, sizeof(seed), "%llu", (unsigned long long)o->seed);
     snprintf(warm, sizeof(warm), "%.6g", o->warmup);
     snprintf(secs, sizeof(secs), "%.6g", o->seconds);
@@ -371,6 +512,9 @@ int cluster_run_protocol(const copts *o, int proto, presult *p)
                  : (unsigned long long)llround((double)g_cluster.rate_bps * o->pacer_fraction));
     snprintf(mtu, sizeof(mtu), "%u", g_cluster.mtu);
     snprintf(port, sizeof(port), "%d", AGENT_PORT);
+    snprintf(procs, sizeof(procs), "%d", o->procs);
+    snprintf(sample, sizeof(sample), "%d", o->sample_us);
+    int daemon = o->homad && proto == PERF_HOMA;
 
     qstats before;
     cluster_read_qstats(&before, o->hosts);
@@ -381,29 +525,55 @@ int cluster_run_protocol(const copts *o, int proto, presult *p)
                pname, p->loadavg_before);
     char err[300] = "";
     int rc = 0;
-    printf("[%s] starting an agent in each of %d hosts\n", pname, o->hosts);
+    if (daemon) {
+        printf("[%s] starting homad in each of %d hosts\n", pname, o->hosts);
+        fflush(stdout);
+        rc = start_homads(o, rs, err, sizeof(err));
+    }
+    if (o->procs == 1)
+        printf("[%s] starting an agent in each of %d hosts\n", pname, o->hosts);
+    else
+        printf("[%s] starting %d agent processes in each of %d hosts%s\n", pname, o->procs,
+               o->hosts, daemon ? ", all through their host's homad" : "");
     fflush(stdout);
-    rs->n = o->hosts;
-    for (int i = 0; i < o->hosts; i++) {
+    rs->n = rc == 0 ? o->hosts * o->procs : 0;
+    for (int i = 0; i < rs->n; i++) {
         agentp *a = &rs->a[i];
         a->in_fd = a->out_fd = -1;
-        char ns[64], hoststr[16], out[PATH_MAX], log[PATH_MAX];
-        cluster_host_ns(i, ns, sizeof(ns));
-        snprintf(hoststr, sizeof(hoststr), "%d", i);
-        cluster_fmt(out, sizeof(out), "%s/%s-h%d.rec", g_tmpdir, pname, i);
-        cluster_fmt(log, sizeof(log), "%s/%s-h%d.log", g_tmpdir, pname, i);
-        char *argv[64];
+        a->host = i / o->procs;
+        a->proc = i % o->procs;
+        char ns[64], hoststr[16], procstr[16], tag[32], env[PATH_MAX + 16];
+        cluster_host_ns(a->host, ns, sizeof(ns));
+        snprintf(hoststr, sizeof(hoststr), "%d", a->host);
+        snprintf(procstr, sizeof(procstr), "%d", a->proc);
+        if (o->procs == 1)
+            snprintf(tag, sizeof(tag), "h%d", a->host);
+        else
+            snprintf(tag, sizeof(tag), "h%d-p%d", a->host, a->proc);
+        cluster_fmt(a->rec, sizeof(a->rec), "%s/%s-%s.rec", g_tmpdir, pname, tag);
+        cluster_fmt(a->log, sizeof(a->log), "%s/%s-%s.log", g_tmpdir, pname, tag);
+        cluster_fmt(a->samples, sizeof(a->samples), "%s/%s-%s.inc", g_tmpdir, pname, tag);
+        cluster_fmt(env, sizeof(env), "HOMA_DAEMON=%s/homad-h%d.sock", g_tmpdir, a->host);
+        char *argv[72];
         int k = 0;
         argv[k++] = "ip";
         argv[k++] = "netns";
         argv[k++] = "exec";
         argv[k++] = ns;
+        if (daemon) {
+            argv[k++] = "env";
+            argv[k++] = env;
+        }
         argv[k++] = (char *)exe;
         argv[k++] = "cluster-agent";
         argv[k++] = "--proto";
         argv[k++] = (char *)pname;
         argv[k++] = "--host";
         argv[k++] = hoststr;
+        argv[k++] = "--proc";
+        argv[k++] = procstr;
+        argv[k++] = "--procs";
+        argv[k++] = procs;
         argv[k++] = "--peers";
         argv[k++] = peers;
         argv[k++] = "--port";
@@ -423,7 +593,14 @@ int cluster_run_protocol(const copts *o, int proto, presult *p)
         argv[k++] = "--drain";
         argv[k++] = drain;
         argv[k++] = "--out";
-        argv[k++] = out;
+        argv[k++] = a->rec;
+        /* Through homad every process reads the host's one engine. */
+        if (proto == PERF_HOMA && o->sample_us > 0 && (!daemon || a->proc == 0)) {
+            argv[k++] = "--sample-us";
+            argv[k++] = sample;
+            argv[k++] = "--sample-out";
+            argv[k++] = a->samples;
+        }
         argv[k++] = "--busy-poll";
         argv[k++] = bp;
         argv[k++] = "--server-threads";
@@ -445,7 +622,7 @@ int cluster_run_protocol(const copts *o, int proto, presult *p)
             argv[k++] = (char *)o->data_dir;
         }
         argv[k] = NULL;
-        a->pid = spawn_agent(argv, &a->in_fd, &a->out_fd, log);
+        a->pid = spawn_agent(argv, &a->in_fd, &a->out_fd, a->log);
         if (a->pid < 0) {
             snprintf(err, sizeof(err), "cannot start agent %d: %s", i, strerror(errno));
             rc = -1;
@@ -468,7 +645,9 @@ int cluster_run_protocol(const copts *o, int proto, presult *p)
     if (rc == 0) {
         printf("[%s] measuring best-case RTTs on the idle cluster (host 0 -> host 1)\n", pname);
         fflush(stdout);
-        agent_send(&rs->a[0], "cal 1\n");
+        char cal[32];
+        snprintf(cal, sizeof(cal), "cal %d\n", o->procs); /* host 1's first agent */
+        agent_send(&rs->a[0], cal);
         rc = wait_agents(rs, 0, pred_cal, now_ns() + 120000000000ull, NULL, NULL, err, sizeof(err));
         memcpy(p->cal, rs->cal, sizeof(p->cal));
         p->ncal = rs->ncal;
@@ -519,38 +698,57 @@ int cluster_run_protocol(const copts *o, int proto, presult *p)
             fprintf(stderr, "homa-perf cluster: [%s] %s\n", pname, err2);
     }
     reap_agents(rs, rc != 0);
+    /* homad's CPU time counts with the agents'. */
+    if (daemon) stop_homads(rs, o->hosts, &p->user_s, &p->sys_s);
     p->ncpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
     for (int i = 0; i < rs->n; i++) {
         agentp *a = &rs->a[i];
         p->user_s += (double)a->ru.ru_utime.tv_sec + (double)a->ru.ru_utime.tv_usec / 1e6;
         p->sys_s += (double)a->ru.ru_stime.tv_sec + (double)a->ru.ru_stime.tv_usec / 1e6;
-        cluster_counters_add(p, a->counters);
+        /* Through homad each agent reports the host's engine: count it once. */
+        if (!daemon || a->proc == 0) cluster_counters_add(p, a->counters);
     }
     cluster_read_qstats(&p->q, o->hosts);
     cluster_qstats_diff(&p->q, &before, o->hosts);
     if (rc == 0) {
-        for (int i = 0; i < o->hosts; i++) {
-            char path[PATH_MAX];
-            cluster_fmt(path, sizeof(path), "%s/%s-h%d.rec", g_tmpdir, pname, i);
-            if (cluster_read_records(path, p) < 0) {
-                snprintf(err, sizeof(err), "cannot read the records of host %d", i);
+        for (int i = 0; i < rs->n; i++) {
+            if (cluster_read_records(rs->a[i].rec, p) < 0) {
+                snprintf(err, sizeof(err), "cannot read the records of host %d process %d",
+                         rs->a[i].host, rs->a[i].proc);
                 rc = -1;
                 break;
             }
         }
     }
+    if (rc == 0 && proto == PERF_HOMA && o->sample_us > 0) {
+        static char paths[CLUSTER_MAX_AGENTS][PATH_MAX];
+        int host_of[CLUSTER_MAX_AGENTS], nf = 0;
+        for (int i = 0; i < rs->n; i++)
+            if (!daemon || rs->a[i].proc == 0) {
+                snprintf(paths[nf], PATH_MAX, "%s", rs->a[i].samples);
+                host_of[nf++] = rs->a[i].host;
+            }
+        homa_config cfg;
+        char e2[256];
+        homa_config_default(&cfg);
+        cluster_homa_apply(g_homa_spec, &cfg, e2, sizeof(e2));
+        char csv[PATH_MAX];
+        cluster_fmt(csv, sizeof(csv), "%s/%s-incoming.csv", g_keep_dir ? g_keep_dir : "", pname);
+        if (cluster_incoming(o, paths, host_of, nf, cfg.max_incoming, g_keep_dir ? csv : NULL, p) <
+            0)
+            fprintf(stderr, "homa-perf cluster: [%s] cannot read the incoming-bytes samples\n",
+                    pname);
+    }
     if (rc != 0) {
         snprintf(p->fatal, sizeof(p->fatal), "%s", err);
         fprintf(stderr, "homa-perf cluster: [%s] %s\n", pname, err);
-        for (int i = 0; i < o->hosts && !g_stop; i++) {
-            char log[PATH_MAX];
-            cluster_fmt(log, sizeof(log), "%s/%s-h%d.log", g_tmpdir, pname, i);
-            FILE *f = fopen(log, "r");
+        for (int i = 0; i < rs->n && !g_stop; i++) {
+            FILE *f = fopen(rs->a[i].log, "r");
             if (!f) continue;
             char line[512];
             int shown = 0;
             while (fgets(line, sizeof(line), f) && shown < 10) {
-                fprintf(stderr, "  host %d: %s", i, line);
+                fprintf(stderr, "  host %d process %d: %s", rs->a[i].host, rs->a[i].proc, line);
                 shown++;
             }
             fclose(f);
