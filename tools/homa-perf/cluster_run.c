@@ -210,6 +210,23 @@ static pid_t spawn_agent(char *const argv[], int *in_fd, int *out_fd, const char
     return pid;
 }
 
+/* Waits up to limit_ns for pid, then kills it; its resource use into *ru. */
+static void reap_pid(pid_t pid, uint64_t limit_ns, struct rusage *ru)
+{
+    int st;
+    uint64_t limit = now_ns() + limit_ns;
+    for (;;) {
+        pid_t r = wait4(pid, &st, WNOHANG, ru);
+        if (r == pid || (r < 0 && errno != EINTR)) return;
+        if (now_ns() > limit) {
+            kill(pid, SIGKILL);
+            wait4(pid, &st, 0, ru);
+            return;
+        }
+        usleep(20000);
+    }
+}
+
 static void reap_agents(run_state *rs, int force)
 {
     for (int i = 0; i < rs->n; i++) {
@@ -220,18 +237,7 @@ static void reap_agents(run_state *rs, int force)
         }
         if (a->pid <= 0) continue;
         if (force) kill(a->pid, SIGTERM);
-        int st;
-        uint64_t limit = now_ns() + 10000000000ull;
-        for (;;) {
-            pid_t r = wait4(a->pid, &st, WNOHANG, &a->ru);
-            if (r == a->pid || (r < 0 && errno != EINTR)) break;
-            if (now_ns() > limit) {
-                kill(a->pid, SIGKILL);
-                wait4(a->pid, &st, 0, &a->ru);
-                break;
-            }
-            usleep(20000);
-        }
+        reap_pid(a->pid, 10000000000ull, &a->ru);
         a->pid = -1;
         if (a->out_fd >= 0) {
             close(a->out_fd);
@@ -270,59 +276,59 @@ static void cpu_read(cpu_snap *s)
     fclose(f);
 }
 
+/* Homa's pacer rate in bit/s (0: no pacer), for the agents and homad. */
+static unsigned long long pacer_bps(const copts *o)
+{
+    return o->no_pacer
+               ? 0ull
+               : (unsigned long long)llround((double)g_cluster.rate_bps * o->pacer_fraction);
+}
+
 /* ---- homad (--homad) ------------------------------------------------------------- */
 
 /* homad's flags for the engine settings of g_homa_spec (the keys both
  * know; another key is an error: homad could not apply it). */
 static int homad_engine_flags(char *spec, char **argv, int *k, int max, char *err, size_t errlen)
 {
-    static const char *const keys[] = {"unsched_bytes",  "grant_window", "max_incoming",
-                                       "max_overcommit", "tick_us",      "timeout_ticks"};
+    static const struct {
+        const char *key, *flag;
+    } map[] = {{"unsched_bytes", "--unsched-bytes"},
+               {"grant_window", "--grant-window"},
+               {"max_incoming", "--max-incoming"},
+               {"max_overcommit", "--max-overcommit"},
+               {"tick_us", "--tick-us"},
+               {"timeout_ticks", "--timeout-ticks"}};
     char *save = NULL;
     for (char *item = strtok_r(spec, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(item, '=');
         if (!eq) continue; /* checked by cluster_homa_apply() already */
         *eq = '\0';
-        size_t i;
-        for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
-            if (strcmp(item, keys[i]) == 0) break;
-        if (i == sizeof(keys) / sizeof(keys[0])) {
+        size_t i = 0;
+        while (i < sizeof(map) / sizeof(map[0]) && strcmp(item, map[i].key) != 0)
+            i++;
+        if (i == sizeof(map) / sizeof(map[0])) {
             snprintf(err, errlen, "--homad: homad has no setting for --homa-config key %s", item);
             return -1;
         }
-        if (*k + 2 >= max) return -1;
-        /* "max_incoming" -> "--max-incoming" (strings of the static buffer) */
-        static char flags[16][40];
-        static int nflags;
-        char *f = flags[nflags++ % 16];
-        snprintf(f, 40, "--%s", item);
-        for (char *c = f + 2; *c; c++)
-            if (*c == '_') *c = '-';
-        argv[(*k)++] = f;
+        if (*k + 2 >= max) {
+            snprintf(err, errlen, "--homad: too many --homa-config settings");
+            return -1;
+        }
+        argv[(*k)++] = (char *)map[i].flag;
         argv[(*k)++] = eq + 1;
     }
     return 0;
 }
 
-/* Stops the homads; their CPU time is added to *user_s, *sys_s. */
 static void stop_homads(run_state *rs, int hosts, double *user_s, double *sys_s)
 {
     for (int h = 0; h < hosts; h++)
         if (rs->homad[h] > 0) kill(rs->homad[h], SIGTERM);
     for (int h = 0; h < hosts; h++) {
         if (rs->homad[h] <= 0) continue;
-        int st;
         struct rusage ru;
         memset(&ru, 0, sizeof(ru));
-        uint64_t limit = now_ns() + 5000000000ull;
-        while (wait4(rs->homad[h], &st, WNOHANG, &ru) == 0) {
-            if (now_ns() > limit) {
-                kill(rs->homad[h], SIGKILL);
-                wait4(rs->homad[h], &st, 0, &ru);
-                break;
-            }
-            usleep(20000);
-        }
+        reap_pid(rs->homad[h], 5000000000ull, &ru);
         *user_s += (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6;
         *sys_s += (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
         rs->homad[h] = 0;
@@ -343,10 +349,7 @@ static int start_homads(const copts *o, run_state *rs, char *err, size_t errlen)
         snprintf(bp, sizeof(bp), "%d", o->busy_poll_us);
         snprintf(mtu, sizeof(mtu), "%u", g_cluster.mtu);
         snprintf(payload, sizeof(payload), "%u", g_cluster.mtu - 84);
-        snprintf(link, sizeof(link), "%llu",
-                 o->no_pacer
-                     ? 0ull
-                     : (unsigned long long)llround((double)g_cluster.rate_bps * o->pacer_fraction));
+        snprintf(link, sizeof(link), "%llu", pacer_bps(o));
         snprintf(maxmsg, sizeof(maxmsg), "%u", o->max_size > 1000000 ? o->max_size : 1000000);
         char *argv[64];
         int k = 0;
@@ -506,10 +509,7 @@ int cluster_run_protocol(const copts *o, int proto, presult *p)
     snprintf(bp, sizeof(bp), "%d", o->busy_poll_us);
     snprintf(st, sizeof(st), "%d", o->server_threads);
     snprintf(conns, sizeof(conns), "%d", o->conns);
-    snprintf(link, sizeof(link), "%llu",
-             o->no_pacer
-                 ? 0ull
-                 : (unsigned long long)llround((double)g_cluster.rate_bps * o->pacer_fraction));
+    snprintf(link, sizeof(link), "%llu", pacer_bps(o));
     snprintf(mtu, sizeof(mtu), "%u", g_cluster.mtu);
     snprintf(port, sizeof(port), "%d", AGENT_PORT);
     snprintf(procs, sizeof(procs), "%d", o->procs);
