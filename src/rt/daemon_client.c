@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -97,6 +98,7 @@ struct homa_dc {
      * which homad answers within microseconds when it is awake, one for
      * everything else (messages, ring room, TX slots). */
     struct homa_spin spin[2];
+    struct homa_yield yield; /* whether spinning yields (rt/spin.h) */
 };
 
 static uint64_t now_ns(void)
@@ -338,10 +340,19 @@ static int wait_until(struct homa_dc *dc, dc_pred pred, void *arg, uint64_t dead
         if (now < spin_until && !slept) {
             if (prev == 0 || now - prev < HOMA_SPIN_PREEMPTED_NS) {
                 prev = now;
+                int yield = homa_yield_allowed(&dc->yield, now);
                 pthread_mutex_unlock(&dc->lock);
-                for (int i = 0; i < 64; i++)
-                    __asm__ volatile("" ::: "memory");
+                if (yield) {
+                    sched_yield();
+                } else {
+                    for (int i = 0; i < 64; i++)
+                        __asm__ volatile("" ::: "memory");
+                }
                 pthread_mutex_lock(&dc->lock);
+                if (yield) {
+                    uint64_t t = now_ns();
+                    homa_yield_took(&dc->yield, t, t - now);
+                }
                 continue;
             }
             homa_spin_preempted(&dc->spin[k]); /* the CPUs are oversubscribed */
@@ -532,6 +543,7 @@ int homa_dc_connect(const char *path, uint64_t busy_poll_ns, struct homa_dc **ou
     dc->busy_ns = busy_poll_ns;
     homa_spin_init(&dc->spin[0], busy_poll_ns);
     homa_spin_init(&dc->spin[1], busy_poll_ns);
+    homa_yield_init(&dc->yield);
     /* Our indexes start where the daemon's do (a fresh region: zero). */
     dc->cmd_head = __atomic_load_n(&dc->v.ctrl->cmd_head, __ATOMIC_ACQUIRE);
     dc->cq_tail = __atomic_load_n(&dc->v.ctrl->cq_tail, __ATOMIC_ACQUIRE);
