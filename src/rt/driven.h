@@ -51,4 +51,10 @@ int homa_rt_socket_fd(homa_socket *s);
  * injection; 0 if now (a transmission left packets); UINT64_MAX never. */
 uint64_t homa_rt_drive_deadline(homa_runtime *rt);
 
+/* Tests only: the next socket read of the runtime's poll loop first
+ * sleeps ns with the lock released, as a poller preempted in the middle of
+ * its pass would (nobody else reads meanwhile; the background thread
+ * still runs the timers).  Any runtime, driven or not. */
+void homa_rt_test_stall_read(homa_runtime *rt, uint64_t ns);
+
 #endif

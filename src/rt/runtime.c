@@ -136,6 +136,10 @@ struct homa_runtime {
     int tx_more;   /* a transmission stopped at its budget with packets left */
     /* When a poll pass last left every socket empty. */
     uint64_t last_drain;
+    /* When a socket was last read (or found empty by the caller's epoll):
+     * what peers sent after it is unseen. */
+    uint64_t last_read;
+    uint64_t test_read_stall_ns; /* homa_rt_test_stall_read */
     homa_pkt_out tx_pkts[TX_PULL];
 
     /* Close / destroy wait here for the token holder and transmitter. */
@@ -185,6 +189,14 @@ static uint64_t now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void sleep_ns(uint64_t ns)
+{
+    struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000ull),
+                          .tv_nsec = (long)(ns % 1000000000ull)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
 }
 
 static uint64_t min_u64(uint64_t a, uint64_t b)
@@ -503,13 +515,30 @@ static void tx_if_wanted(homa_runtime *rt)
     }
 }
 
-/* True if the engine timers, due since `due`, wait for the input: nobody
- * has read every socket empty since they fell due, so packets may be
- * waiting there (a loaded host: the poller is behind or preempted). */
-static int timers_wait(homa_runtime *rt, uint64_t due, uint64_t now)
+/* How long the engine timers, due since `due`, may still wait for the
+ * input (0: run them now).  Nobody has read every socket empty since they
+ * fell due, so packets may be waiting there (a loaded host: the poller is
+ * behind or preempted): up to TIMER_DEFER_TICKS.  Nobody has read any
+ * socket since: the host is deaf, and the timers would count our own
+ * deafness as the peers' silence.  Seen on loopback at 2 cores overloaded
+ * (W1 with 20 % loss): no socket read for 60-230 ms while the background
+ * thread ran the timers on time, and the client declared the live server
+ * dead.  A timer run that waits is late, and the engine forgives lateness
+ * beyond a tick, so the deaf time no longer counts as silence.  (Driven,
+ * the one caller thread reads whenever its epoll says so and runs the
+ * timers itself: its own stalls make them late.) */
+static uint64_t timers_wait(homa_runtime *rt, uint64_t due, uint64_t now)
 {
-    return due <= now && !rt->poller_sleeping && rt->last_drain < due &&
-           now - due < TIMER_DEFER_TICKS * rt->cfg.tick_ns;
+    if (due > now || rt->poller_sleeping || rt->nsocks == 0) return 0;
+    uint64_t tick = rt->cfg.tick_ns, waited = now - due;
+    /* Deaf: up to half a timeout per run (a run that waited forgives all
+     * but a tick or two of it); only a bound for safety, a poller reads
+     * within a tick or two unless it was preempted. */
+    uint64_t deaf_max = (uint64_t)rt->cfg.timeout_ticks / 2 * tick;
+    uint64_t max = rt->last_read < due && !rt->driven ? deaf_max
+                   : rt->last_drain < due             ? TIMER_DEFER_TICKS * tick
+                                                      : 0;
+    return waited < max ? max - waited : 0;
 }
 
 /* When the engine timers are to run next (later than due while they wait
@@ -518,7 +547,8 @@ static uint64_t timer_deadline(homa_runtime *rt)
 {
     uint64_t due = homa_engine_next_deadline(rt->eng);
     uint64_t now = now_ns();
-    return timers_wait(rt, due, now) ? due + TIMER_DEFER_TICKS * rt->cfg.tick_ns : due;
+    uint64_t wait = timers_wait(rt, due, now);
+    return wait ? now + wait : due;
 }
 
 /* Runs due engine timers and due fault-injection releases. */
@@ -587,10 +617,14 @@ static int poll_socks(homa_runtime *rt, homa_io_sock *const *list, int n_socks)
         int got = 0;
         uint64_t bytes = 0, untx = 0;
         while (got < RX_BUDGET && bytes < RX_BYTES_BUDGET) {
+            uint64_t stall = rt->test_read_stall_ns;
+            rt->test_read_stall_ns = 0;
             pthread_mutex_unlock(&rt->lock);
+            if (stall) sleep_ns(stall);
             uint64_t now = now_ns();
             int n = rt->io->recv(io, now, rt->rx, RX_CHUNK);
             pthread_mutex_lock(&rt->lock);
+            rt->last_read = now;
             if (n <= 0) break;
             /* New peers' paths first (the lock is dropped to probe them). */
             for (int i = 0; i < n; i++) {
@@ -1400,7 +1434,7 @@ int homa_rt_drive_ports(homa_runtime *rt, const uint16_t *ports, int n)
     }
     /* The caller's epoll found every other socket empty: the timers need
      * not wait for input (timers_wait). */
-    if (passes == 0) rt->last_drain = now_ns();
+    if (passes == 0) rt->last_drain = rt->last_read = now_ns();
     if (n == 0 && rt->tx_more && !rt->tx_busy) tx_run(rt, TX_POLL_BUDGET);
     run_timers(rt, now_ns());
     if (rt->tx_more && !rt->tx_busy) got++;
@@ -2003,4 +2037,11 @@ int homa_call(homa_socket *s, const homa_endpoint *dst, const void *req, size_t 
     rc = homa_recv(s, HOMA_RECV_RESPONSE, id, timeout_ns, resp);
     if (rc == HOMA_ERR_AGAIN) homa_abort(s, id);
     return rc;
+}
+
+void homa_rt_test_stall_read(homa_runtime *rt, uint64_t ns)
+{
+    pthread_mutex_lock(&rt->lock);
+    rt->test_read_stall_ns = ns;
+    pthread_mutex_unlock(&rt->lock);
 }
