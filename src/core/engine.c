@@ -1100,11 +1100,7 @@ void homa_engine_timer(homa_engine *eng, uint64_t now)
     if (eng->lag >= eng->cfg.tick_ns) eng->ctr.input_stalls++;
     eng->next_tick = now + eng->cfg.tick_ns;
     eng->ticks++;
-    if (late) {
-        for (size_t i = 0; i < eng->peer_nb; i++)
-            for (struct homa_peer *p = eng->peer_tab[i]; p; p = p->hnext)
-                p->last_heard = now - p->last_heard > late ? p->last_heard + late : now;
-    }
+    /* (homa_timer_run forgives the peers and their ports the lateness.) */
     homa_timer_run(eng, now, late);
     tombs_expire(eng, now);
     peers_reap(eng, now);

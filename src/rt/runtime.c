@@ -529,15 +529,23 @@ static void tx_if_wanted(homa_runtime *rt)
  * timers itself: its own stalls make them late.) */
 static uint64_t timers_wait(homa_runtime *rt, uint64_t due, uint64_t now)
 {
-    if (due > now || rt->poller_sleeping || rt->nsocks == 0) return 0;
+    if (due > now || rt->nsocks == 0) return 0;
+    int deaf = !rt->driven && rt->last_read < due;
+    if (rt->poller_sleeping) {
+        /* A sleeping poller listens (the kernel wakes it), unless input
+         * is already waiting: then it was woken and has not run yet
+         * (seen with busy polling off on the loaded host). */
+        struct epoll_event ev;
+        if (epoll_wait(rt->epfd, &ev, 1, 0) <= 0) return 0;
+        deaf = 1;
+    }
     uint64_t tick = rt->cfg.tick_ns, waited = now - due;
     /* Deaf: up to half a timeout per run (a run that waited forgives all
      * but a tick or two of it); only a bound for safety, a poller reads
      * within a tick or two unless it was preempted. */
-    uint64_t deaf_max = (uint64_t)rt->cfg.timeout_ticks / 2 * tick;
-    uint64_t max = rt->last_read < due && !rt->driven ? deaf_max
-                   : rt->last_drain < due             ? TIMER_DEFER_TICKS * tick
-                                                      : 0;
+    uint64_t max = deaf                   ? (uint64_t)rt->cfg.timeout_ticks / 2 * tick
+                   : rt->last_drain < due ? TIMER_DEFER_TICKS * tick
+                                          : 0;
     return waited < max ? max - waited : 0;
 }
 
