@@ -28,9 +28,18 @@
 
 #define READER_NAP_NS 200000000ull /* a sleeping reader re-checks this often */
 
+/* A delivered message not yet received.  A socket keeps requests and
+ * responses in two FIFOs (doubly linked: taken from anywhere in O(1)); seq
+ * orders them for HOMA_RECV_ANY, and a response is also reachable from its
+ * id's entry (dc_id), so homa_recv by id, by kind or any never walks. */
 struct dc_qmsg {
-    struct dc_qmsg *next;
+    struct dc_qmsg *prev, *next;
+    uint64_t seq;
     struct homad_cqe e;
+};
+
+struct dc_queue {
+    struct dc_qmsg *head, *tail;
 };
 
 /* A socket's RPC ids in a chained hash table (power-of-two buckets): a
@@ -47,6 +56,12 @@ struct dc_tab {
     uint32_t nb, n;
 };
 
+/* A client RPC whose response is not yet received (the ids table). */
+struct dc_id {
+    struct dc_key k;   /* first */
+    struct dc_qmsg *q; /* its response, delivered and queued; NULL before */
+};
+
 struct dc_req {
     struct dc_key k; /* first: a dc_key * of the request table is a dc_req * */
     homa_addr peer;
@@ -57,8 +72,9 @@ struct homa_dcsock {
     struct homa_dc *dc;
     uint16_t port;
     int closing;
-    int users; /* threads inside a call on this socket */
-    struct dc_qmsg *qhead, **qtail;
+    int users;                   /* threads inside a call on this socket */
+    struct dc_queue reqq, respq; /* delivered requests, responses */
+    uint64_t qseq;
     struct dc_tab ids;  /* client RPCs whose response is not yet received */
     struct dc_tab reqs; /* unanswered requests (for homa_reply by id), dc_req */
     struct homa_dcsock *next;
@@ -211,6 +227,40 @@ static struct dc_key **tab_find(const struct dc_tab *t, uint64_t id)
     return pp;
 }
 
+static struct dc_id *id_find(const struct homa_dcsock *s, uint64_t id)
+{
+    return (struct dc_id *)*tab_find(&s->ids, id);
+}
+
+static void q_push(struct dc_queue *l, struct dc_qmsg *q)
+{
+    q->next = NULL;
+    q->prev = l->tail;
+    if (l->tail != NULL)
+        l->tail->next = q;
+    else
+        l->head = q;
+    l->tail = q;
+}
+
+static void q_unlink(struct dc_queue *l, struct dc_qmsg *q)
+{
+    if (q->prev != NULL)
+        q->prev->next = q->next;
+    else
+        l->head = q->next;
+    if (q->next != NULL)
+        q->next->prev = q->prev;
+    else
+        l->tail = q->prev;
+    q->prev = q->next = NULL;
+}
+
+static struct dc_queue *q_of(struct homa_dcsock *s, const struct dc_qmsg *q)
+{
+    return q->e.is_request ? &s->reqq : &s->respq;
+}
+
 static int id_remove(struct homa_dcsock *s, uint64_t id)
 {
     struct dc_key **pp = tab_find(&s->ids, id);
@@ -246,10 +296,11 @@ static int drain(struct homa_dc *dc)
                 /* Known before its response can be sorted (it may be
                  * next in this very batch). */
                 if (w->op == HOMAD_OP_SEND && e.result == 0) {
-                    struct dc_key *d = malloc(sizeof(*d));
+                    struct dc_id *d = malloc(sizeof(*d));
                     if (d != NULL) {
-                        d->id = e.id;
-                        tab_add(&w->sock->ids, d);
+                        d->k.id = e.id;
+                        d->q = NULL;
+                        tab_add(&w->sock->ids, &d->k);
                     }
                 }
                 break;
@@ -260,7 +311,8 @@ static int drain(struct homa_dc *dc)
         if (has_slot && e.slot >= dc->v.nrx) continue; /* not from a sane daemon */
         struct homa_dcsock *s = sock_by_port(dc, e.port);
         /* Responses nobody waits for any more (aborted RPCs) are dropped. */
-        if (s == NULL || (!e.is_request && !id_known(s, e.id))) {
+        struct dc_id *d = s != NULL && !e.is_request ? id_find(s, e.id) : NULL;
+        if (s == NULL || (!e.is_request && d == NULL)) {
             if (has_slot) release_slot(dc, e.slot);
             continue;
         }
@@ -270,9 +322,9 @@ static int drain(struct homa_dc *dc)
             continue;
         }
         q->e = e;
-        q->next = NULL;
-        *s->qtail = q;
-        s->qtail = &q->next;
+        q->seq = s->qseq++;
+        q_push(q_of(s, q), q);
+        if (d != NULL && d->q == NULL) d->q = q;
         if (has_slot) dc->rx_owner[e.slot] = s;
     }
     if (n > 0) {
@@ -646,7 +698,6 @@ int homa_dc_open(struct homa_dc *dc, const homa_endpoint *local, struct homa_dcs
     if (s == NULL) return HOMA_ERR_NOMEM;
     s->dc = dc;
     s->efd = -1;
-    s->qtail = &s->qhead;
     if (tab_init(&s->ids) != 0 || tab_init(&s->reqs) != 0) {
         tab_destroy(&s->ids);
         free(s);
@@ -702,11 +753,14 @@ void homa_dc_close(struct homa_dcsock *s)
             break;
         }
     }
-    while (s->qhead != NULL) {
-        struct dc_qmsg *q = s->qhead;
-        s->qhead = q->next;
-        if (q->e.kind == HOMAD_CQ_MSG) release_slot(dc, q->e.slot);
-        free(q);
+    for (int k = 0; k < 2; k++) {
+        struct dc_queue *l = k ? &s->respq : &s->reqq;
+        while (l->head != NULL) {
+            struct dc_qmsg *q = l->head;
+            q_unlink(l, q);
+            if (q->e.kind == HOMAD_CQ_MSG) release_slot(dc, q->e.slot);
+            free(q);
+        }
     }
     for (uint32_t i = 0; i < dc->v.nrx; i++)
         if (dc->rx_owner[i] == s) release_slot(dc, i);
@@ -869,25 +923,26 @@ struct recv_arg {
     struct homa_dcsock *s;
     unsigned flags;
     uint64_t id;
-    struct dc_qmsg **found; /* link pointing at the match */
+    struct dc_qmsg *found;
 };
 
 static int pred_msg(struct homa_dc *dc, void *argp)
 {
     (void)dc;
     struct recv_arg *a = argp;
-    if (a->s->closing) return 1;
-    for (struct dc_qmsg **pp = &a->s->qhead; *pp != NULL; pp = &(*pp)->next) {
-        const struct homad_cqe *e = &(*pp)->e;
-        int match = a->id != 0 ? (!e->is_request && e->id == a->id)
-                               : (e->is_request ? (a->flags & HOMA_RECV_REQUEST) != 0
-                                                : (a->flags & HOMA_RECV_RESPONSE) != 0);
-        if (match) {
-            a->found = pp;
-            return 1;
-        }
+    struct homa_dcsock *s = a->s;
+    if (s->closing) return 1;
+    struct dc_qmsg *q = NULL;
+    if (a->id != 0) {
+        struct dc_id *d = id_find(s, a->id);
+        q = d != NULL ? d->q : NULL;
+    } else {
+        struct dc_qmsg *rq = (a->flags & HOMA_RECV_REQUEST) ? s->reqq.head : NULL;
+        struct dc_qmsg *rs = (a->flags & HOMA_RECV_RESPONSE) ? s->respq.head : NULL;
+        q = rq == NULL ? rs : rs == NULL ? rq : rq->seq < rs->seq ? rq : rs;
     }
-    return 0;
+    a->found = q;
+    return q != NULL;
 }
 
 int homa_dc_recv(struct homa_dcsock *s, unsigned flags, uint64_t id, int64_t timeout_ns,
@@ -930,9 +985,8 @@ int homa_dc_recv(struct homa_dcsock *s, unsigned flags, uint64_t id, int64_t tim
     }
     if (rc == HOMA_ERR_AGAIN && dc->dead) rc = HOMA_ERR_SHUTDOWN;
     if (rc == 0) {
-        struct dc_qmsg *q = *a.found;
-        *a.found = q->next;
-        if (s->qtail == &q->next) s->qtail = a.found;
+        struct dc_qmsg *q = a.found;
+        q_unlink(q_of(s, q), q);
         const struct homad_cqe *e = &q->e;
         msg->id = e->id;
         msg->cookie = e->cookie;
@@ -1012,23 +1066,19 @@ int homa_dc_abort(struct homa_dcsock *s, uint64_t id)
             c.id = id;
             if (do_cmd(dc, &c, s, NULL) == HOMA_ERR_SHUTDOWN) rc = HOMA_ERR_SHUTDOWN;
         }
-    } else if (!id_known(s, id)) {
+    } else if (id_find(s, id) == NULL) {
         rc = HOMA_ERR_NOT_FOUND;
     } else {
-        id_remove(s, id);
         /* A response already here is dropped; otherwise the daemon aborts
          * the RPC (a response racing with the abort is dropped by drain). */
+        struct dc_qmsg *q = id_find(s, id)->q;
+        id_remove(s, id);
         rc = 0;
-        int queued = 0;
-        for (struct dc_qmsg **pp = &s->qhead; *pp != NULL; pp = &(*pp)->next) {
-            struct dc_qmsg *q = *pp;
-            if (q->e.is_request || q->e.id != id) continue;
-            *pp = q->next;
-            if (s->qtail == &q->next) s->qtail = pp;
+        int queued = q != NULL;
+        if (q != NULL) {
+            q_unlink(&s->respq, q);
             if (q->e.kind == HOMAD_CQ_MSG) release_slot(dc, q->e.slot);
             free(q);
-            queued = 1;
-            break;
         }
         if (!queued) {
             struct homad_cmd c;

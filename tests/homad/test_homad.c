@@ -369,6 +369,98 @@ static void homad__close_wakes_recv(void **state)
     stop_daemon_connected(rt, d);
 }
 
+/* Delivered messages wait per socket in two queues: homa_recv takes a
+ * response by id in any order, by kind, or any in arrival order, and an
+ * abort drops a response already delivered. */
+static void homad__recv_by_id_kind_and_order(void **state)
+{
+    (void)state;
+    homa_runtime *rt;
+    pid_t d = start_daemon_connected(&rt);
+    homa_socket *x, *y;
+    assert_int_equal(homa_socket_open(rt, 0, &x), 0);
+    assert_int_equal(homa_socket_open(rt, 0, &y), 0);
+    homa_endpoint to_x, to_y;
+    homa_endpoint_from_host("127.0.0.1", homa_socket_port(x), &to_x);
+    homa_endpoint_from_host("127.0.0.1", homa_socket_port(y), &to_y);
+    const unsigned settle_ms = 100 * SANITIZER_SLOWDOWN; /* homad delivers in microseconds */
+    enum { N = 64 };
+    uint64_t ids[N];
+    homa_msg m;
+    /* N responses delivered to x, then taken by id, last first. */
+    for (int i = 0; i < N; i++)
+        assert_int_equal(homa_send(x, &to_y, &i, sizeof(i), (uint64_t)i, &ids[i]), 0);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(homa_recv(y, HOMA_RECV_REQUEST, 0, 5000000000ll, &m), 0);
+        assert_int_equal(homa_reply_msg(y, &m, m.data, m.length), 0);
+        homa_release(y, &m);
+    }
+    sleep_ms(settle_ms);
+    for (int i = N - 1; i >= 0; i--) {
+        assert_int_equal(homa_recv(x, HOMA_RECV_RESPONSE, ids[i], 0, &m), 0);
+        int v;
+        assert_int_equal(m.length, sizeof(v));
+        memcpy(&v, m.data, sizeof(v));
+        assert_int_equal(v, i);
+        assert_int_equal(m.id, ids[i]);
+        homa_release(x, &m);
+        assert_int_equal(homa_recv(x, HOMA_RECV_RESPONSE, ids[i], HOMA_NONBLOCK, &m),
+                         HOMA_ERR_NOT_FOUND);
+    }
+    /* Arrival order across kinds: response 0, request 1, response 2, ... */
+    uint64_t rid[6];
+    for (int i = 0; i < 6; i++) {
+        if (i % 2 == 0) {
+            assert_int_equal(homa_send(x, &to_y, "q", 1, (uint64_t)i, &rid[i]), 0);
+            assert_int_equal(homa_recv(y, HOMA_RECV_REQUEST, 0, 5000000000ll, &m), 0);
+            assert_int_equal(homa_reply_msg(y, &m, "r", 1), 0);
+            homa_release(y, &m);
+        } else {
+            assert_int_equal(homa_send(y, &to_x, "Q", 1, (uint64_t)i, &rid[i]), 0);
+        }
+        sleep_ms(settle_ms);
+    }
+    /* The requests alone first (1, 3); then any, in arrival order:
+     * responses 0, 2 and 4, then request 5. */
+    for (int i = 1; i <= 3; i += 2) {
+        assert_int_equal(homa_recv(x, HOMA_RECV_REQUEST, 0, 0, &m), 0);
+        assert_true(m.is_request);
+        assert_memory_equal(m.data, "Q", 1);
+        assert_int_equal(homa_reply_msg(x, &m, "R", 1), 0);
+        homa_release(x, &m);
+    }
+    for (int i = 0; i <= 4; i += 2) {
+        assert_int_equal(homa_recv(x, HOMA_RECV_ANY, 0, 0, &m), 0);
+        assert_false(m.is_request);
+        assert_int_equal(m.id, rid[i]);
+        homa_release(x, &m);
+    }
+    assert_int_equal(homa_recv(x, HOMA_RECV_ANY, 0, 0, &m), 0);
+    assert_true(m.is_request);
+    assert_int_equal(homa_reply_msg(x, &m, "R", 1), 0);
+    homa_release(x, &m);
+    /* An abort drops a response already delivered. */
+    uint64_t gone;
+    assert_int_equal(homa_send(x, &to_y, "a", 1, 0, &gone), 0);
+    assert_int_equal(homa_recv(y, HOMA_RECV_REQUEST, 0, 5000000000ll, &m), 0);
+    assert_int_equal(homa_reply_msg(y, &m, "b", 1), 0);
+    homa_release(y, &m);
+    sleep_ms(settle_ms);
+    assert_int_equal(homa_abort(x, gone), 0);
+    assert_int_equal(homa_recv(x, HOMA_RECV_RESPONSE, gone, 0, &m), HOMA_ERR_NOT_FOUND);
+    assert_int_equal(homa_recv(x, HOMA_RECV_ANY, 0, 0, &m), HOMA_ERR_AGAIN);
+    /* y's responses from x, then nothing left anywhere. */
+    for (int k = 0; k < 3; k++) {
+        assert_int_equal(homa_recv(y, HOMA_RECV_RESPONSE, 0, 5000000000ll, &m), 0);
+        assert_memory_equal(m.data, "R", 1);
+        homa_release(y, &m);
+    }
+    assert_int_equal(homa_recv(y, HOMA_RECV_ANY, 0, 0, &m), HOMA_ERR_AGAIN);
+    homa_socket_close(x);
+    homa_socket_close(y);
+    stop_daemon_connected(rt, d);
+}
+
 /* homa_socket_fd() works in daemon mode: readable when a message may be
  * waiting, until a non-blocking homa_recv() finds nothing. */
 static void homad__socket_fd(void **state)
@@ -550,6 +642,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(homad__app_killed_mid_rpc, setup, teardown),
         cmocka_unit_test_setup_teardown(homad__daemon_killed, setup, teardown),
         cmocka_unit_test_setup_teardown(homad__close_wakes_recv, setup, teardown),
+        cmocka_unit_test_setup_teardown(homad__recv_by_id_kind_and_order, setup, teardown),
         cmocka_unit_test_setup_teardown(homad__socket_fd, setup, teardown),
         cmocka_unit_test_setup_teardown(homad__policy_and_quotas, setup, teardown),
         cmocka_unit_test_setup_teardown(homad__forged_commands, setup, teardown),
