@@ -707,6 +707,80 @@ static void homa_timer_run__first_resend_waits_for_slow_server(void **state)
     pair_destroy(&p);
 }
 
+/* Drops every packet of one client RPC (arg: struct lost_rpc) while
+ * `on`, counting its RESENDs. */
+struct lost_rpc {
+    uint64_t id;
+    int on, resends;
+};
+
+static int drop_one_rpc(void *arg, int from, const struct pair_pkt *pk)
+{
+    struct lost_rpc *l = arg;
+    struct homa_wire_pkt w;
+    if (from != 0 || homa_wire_decode(pk->data, pk->len, &w) != 0 || w.sender_id != l->id) return 0;
+    if (w.type == HOMA_PKT_RESEND) l->resends++;
+    return l->on;
+}
+
+/* A server that takes 10 ms to answer: once the client knows it, a request
+ * that goes unanswered while the server's port is heard (it answers the
+ * client's prods about another request it holds) is asked about (RESEND,
+ * recovery) every 2 x 10 ms, not every 5 ms: a server that is behind has
+ * it in its backlog.  The request and its first RESENDs are lost here;
+ * once the path is back it is restarted and served. */
+static void homa_timer_run__recovery_resends_spaced_for_slow_server(void **state)
+{
+    (void)state;
+    struct pair p;
+    setup_pair(&p, NULL);
+    for (int i = 0; i < 16; i++) {
+        uint64_t id;
+        assert_int_equal(
+            homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, "q", 1, 0, &id), 0);
+        pair_settle(&p);
+        homa_msg m;
+        assert_int_equal(homa_engine_recv(p.e[1], SPORT, HOMA_RECV_ANY, 0, &m), 0);
+        for (int t = 0; t < 10; t++)
+            pair_advance(&p, MS);
+        assert_int_equal(
+            homa_engine_send_reply(p.e[1], p.now, SPORT, &m.peer, m.peer_port, m.id, "r", 1), 0);
+        homa_engine_release(p.e[1], &m);
+        pair_settle(&p);
+        homa_msg r;
+        assert_int_equal(homa_engine_recv(p.e[0], CPORT, HOMA_RECV_ANY, id, &r), 0);
+        homa_engine_release(p.e[0], &r);
+    }
+    /* A request the server holds (its port keeps answering BUSY) ... */
+    uint64_t held_id;
+    assert_int_equal(
+        homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, "h", 1, 0, &held_id), 0);
+    pair_settle(&p);
+    homa_msg held;
+    assert_int_equal(homa_engine_recv(p.e[1], SPORT, HOMA_RECV_ANY, 0, &held), 0);
+    /* ... and one lost, with its RESENDs, for 70 ms. */
+    struct lost_rpc lost = {.on = 1};
+    p.filter = drop_one_rpc;
+    p.filter_arg = &lost;
+    assert_int_equal(
+        homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, "q", 1, 0, &lost.id), 0);
+    for (int t = 0; t < 70; t++)
+        pair_advance(&p, MS);
+    /* at about 20, 40 and 60 ms (at 5-ms intervals after the first: 11) */
+    assert_true(lost.resends >= 2);
+    assert_true(lost.resends <= 4);
+    lost.on = 0;
+    homa_msg m;
+    assert_true(recv_within(&p, 1, SPORT, 0, &m, 30) >= 0);
+    assert_int_equal(m.id, lost.id ^ 1);
+    homa_engine_release(p.e[1], &m);
+    homa_engine_release(p.e[1], &held);
+    homa_counters c;
+    homa_engine_counters(p.e[0], &c);
+    assert_int_equal(c.client_timeouts, 0);
+    pair_destroy(&p);
+}
+
 /* Drops every DATA packet from host *(int *)arg. */
 static int drop_data_from(void *arg, int from, const struct pair_pkt *pk)
 {
@@ -1714,6 +1788,7 @@ int main(void)
         cmocka_unit_test(homa_engine_input__duplicate_request_after_ack_not_redelivered),
         cmocka_unit_test(homa_engine_input__rpc_unknown_restarts_request),
         cmocka_unit_test(homa_timer_run__first_resend_waits_for_slow_server),
+        cmocka_unit_test(homa_timer_run__recovery_resends_spaced_for_slow_server),
         cmocka_unit_test(homa_engine_input__restart_uses_current_cutoffs),
         cmocka_unit_test(homa_engine_timer__unknowns_fail_only_after_timeout),
         cmocka_unit_test(homa_engine_output__packets_follow_path_payload),
