@@ -1057,12 +1057,12 @@ static bool check_rpc(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t no
             return true; /* asked again and again, nothing new came */
         at_least(next, rpc->in_progress + timeout + lag);
     }
-    if (!(rpc->id & 1) && !m->active && !rpc->confirmed) {
-        /* Unanswered request: not before the server usually answers. */
-        uint64_t usual = 2 * rpc->peer->resp_time;
-        if (usual > timeout / 4) usual = timeout / 4;
-        if (usual > resend_after) resend_after = usual;
-    }
+    /* How long the server usually takes to answer (up to a quarter
+     * timeout): an unanswered request is not asked about sooner. */
+    uint64_t usual = 2 * rpc->peer->resp_time;
+    if (usual > timeout / 4) usual = timeout / 4;
+    if (!(rpc->id & 1) && !m->active && !rpc->confirmed && usual > resend_after)
+        resend_after = usual;
     if (silent < resend_after) {
         uint64_t quiet_at = rpc->last_heard + resend_after + lag;
         at_least(next, quiet_at);
@@ -1112,12 +1112,7 @@ static bool check_rpc(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t no
          * a port we doubt (not heard for a quarter timeout): then every
          * attempt counts before the timeout (the 16-host sweep at 20 %
          * loss failed an RPC with the spacing alone). */
-        uint64_t every = resend_base;
-        if (recovery && !port_doubt) {
-            uint64_t usual = 2 * rpc->peer->resp_time;
-            if (usual > timeout / 4) usual = timeout / 4;
-            if (usual > every) every = usual;
-        }
+        uint64_t every = recovery && !port_doubt && usual > resend_base ? usual : resend_base;
         if (since_prod < every) {
             at_least(next, rpc->last_prodded + every + lag);
             return false;

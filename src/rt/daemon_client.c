@@ -1074,13 +1074,7 @@ int homa_dc_abort(struct homa_dcsock *s, uint64_t id)
         struct dc_qmsg *q = id_find(s, id)->q;
         id_remove(s, id);
         rc = 0;
-        int queued = q != NULL;
-        if (q != NULL) {
-            q_unlink(&s->respq, q);
-            if (q->e.kind == HOMAD_CQ_MSG) release_slot(dc, q->e.slot);
-            free(q);
-        }
-        if (!queued) {
+        if (q == NULL) {
             struct homad_cmd c;
             memset(&c, 0, sizeof(c));
             c.op = HOMAD_OP_ABORT;
@@ -1089,6 +1083,9 @@ int homa_dc_abort(struct homa_dcsock *s, uint64_t id)
             int r = do_cmd(dc, &c, s, NULL);
             if (r == HOMA_ERR_SHUTDOWN) rc = r;
         } else {
+            q_unlink(&s->respq, q);
+            if (q->e.kind == HOMAD_CQ_MSG) release_slot(dc, q->e.slot);
+            free(q);
             flush_releases(dc);
         }
     }

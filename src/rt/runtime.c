@@ -626,7 +626,7 @@ static int poll_socks(homa_runtime *rt, homa_io_sock *const *list, int n_socks)
         uint64_t bytes = 0, untx = 0;
         while (got < RX_BUDGET && bytes < RX_BYTES_BUDGET) {
             uint64_t stall = rt->test_read_stall_ns;
-            rt->test_read_stall_ns = 0;
+            if (stall) rt->test_read_stall_ns = 0;
             pthread_mutex_unlock(&rt->lock);
             if (stall) sleep_ns(stall);
             uint64_t now = now_ns();

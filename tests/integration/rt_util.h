@@ -91,4 +91,28 @@ static inline void rt_test_options(homa_runtime_options *o, int use_env)
     o->config.timeout_ticks = 1000;
 }
 
+/* An echo server thread (pthread_create(..., rt_echo_main, &echo)):
+ * answers every request on `s` with its own payload until `stop` is set
+ * (with __ATOMIC_RELEASE) or the socket shuts down, looking at `stop`
+ * every poll_ns.  Stop it before closing the socket. */
+struct rt_echo {
+    homa_socket *s;
+    int64_t poll_ns;
+    int stop;
+};
+
+static inline void *rt_echo_main(void *arg)
+{
+    struct rt_echo *e = (struct rt_echo *)arg;
+    while (!__atomic_load_n(&e->stop, __ATOMIC_ACQUIRE)) {
+        homa_msg m;
+        int rc = homa_recv(e->s, HOMA_RECV_REQUEST, 0, e->poll_ns, &m);
+        if (rc == HOMA_ERR_SHUTDOWN) break;
+        if (rc != 0) continue;
+        homa_reply_msg(e->s, &m, m.data, m.length);
+        homa_release(e->s, &m);
+    }
+    return NULL;
+}
+
 #endif

@@ -44,24 +44,6 @@ struct rpc_rec {
     int rc;
 };
 
-/* The server thread stops before its socket closes (a socket must not be
- * used after homa_socket_close). */
-static int server_stop;
-
-static void *server_main(void *arg)
-{
-    homa_socket *s = arg;
-    while (!__atomic_load_n(&server_stop, __ATOMIC_ACQUIRE)) {
-        homa_msg m;
-        int rc = homa_recv(s, HOMA_RECV_REQUEST, 0, 20 * (int64_t)MS, &m);
-        if (rc == HOMA_ERR_SHUTDOWN) break;
-        if (rc != 0) continue;
-        homa_reply_msg(s, &m, m.data, m.length);
-        homa_release(s, &m);
-    }
-    return NULL;
-}
-
 struct result {
     int ok, failed, other_errors, ok_after;
     uint64_t worst_late;            /* latest failure beyond its bound (0 = none) */
@@ -92,7 +74,10 @@ static void run(uint64_t blackout_ns, uint64_t run_ns, struct result *res)
     homa_socket *ss, *cs;
     assert_int_equal(homa_socket_open(srt, 0, &ss), 0);
     pthread_t th;
-    pthread_create(&th, NULL, server_main, ss);
+    /* The server thread stops before its socket closes (a socket must
+     * not be used after homa_socket_close). */
+    struct rt_echo echo = {.s = ss, .poll_ns = 20 * (int64_t)MS};
+    pthread_create(&th, NULL, rt_echo_main, &echo);
     res->opened = rt_now_ns();
     assert_int_equal(homa_socket_open(crt, 0, &cs), 0);
     homa_endpoint dst;
@@ -147,9 +132,8 @@ static void run(uint64_t blackout_ns, uint64_t run_ns, struct result *res)
     homa_counters ec;
     homa_runtime_counters(crt, &ec, &res->drv);
     res->stalled = ec.stalled_ns;
-    __atomic_store_n(&server_stop, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&echo.stop, 1, __ATOMIC_RELEASE);
     pthread_join(th, NULL);
-    __atomic_store_n(&server_stop, 0, __ATOMIC_RELEASE);
     homa_socket_close(ss);
     homa_socket_close(cs);
     homa_runtime_destroy(crt);

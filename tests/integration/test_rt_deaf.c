@@ -28,22 +28,6 @@
 #define TIMEOUT_TICKS 100
 #define TIMEOUT (TIMEOUT_TICKS * MS)
 
-static int server_stop;
-
-static void *server_main(void *arg)
-{
-    homa_socket *s = arg;
-    while (!__atomic_load_n(&server_stop, __ATOMIC_ACQUIRE)) {
-        homa_msg m;
-        int rc = homa_recv(s, HOMA_RECV_REQUEST, 0, 20 * (int64_t)MS, &m);
-        if (rc == HOMA_ERR_SHUTDOWN) break;
-        if (rc != 0) continue;
-        homa_reply_msg(s, &m, m.data, m.length);
-        homa_release(s, &m);
-    }
-    return NULL;
-}
-
 static void homa_rt_test_stall_read__deaf_poller_fails_nothing(void **state)
 {
     (void)state;
@@ -57,7 +41,8 @@ static void homa_rt_test_stall_read__deaf_poller_fails_nothing(void **state)
     homa_socket *ss, *cs;
     assert_int_equal(homa_socket_open(srt, 0, &ss), 0);
     pthread_t th;
-    pthread_create(&th, NULL, server_main, ss);
+    struct rt_echo echo = {.s = ss, .poll_ns = 20 * (int64_t)MS};
+    pthread_create(&th, NULL, rt_echo_main, &echo);
     assert_int_equal(homa_socket_open(crt, 0, &cs), 0);
     homa_endpoint dst;
     assert_int_equal(homa_endpoint_from_host("127.0.0.1", homa_socket_port(ss), &dst), 0);
@@ -108,7 +93,7 @@ static void homa_rt_test_stall_read__deaf_poller_fails_nothing(void **state)
             (unsigned long long)(3 * TIMEOUT / 1000000), (unsigned long long)(TIMEOUT / 1000000),
             (double)longest_recv / 1e6, ok, ok_after, failed,
             (unsigned long long)ec.client_timeouts, (double)ec.stalled_ns / 1e6);
-    __atomic_store_n(&server_stop, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&echo.stop, 1, __ATOMIC_RELEASE);
     pthread_join(th, NULL);
     homa_socket_close(ss);
     homa_socket_close(cs);

@@ -652,6 +652,30 @@ static int drop_client_data(void *arg, int from, const struct pair_pkt *pk)
     return from == 0 && pk->type == HOMA_PKT_DATA && *(int *)arg;
 }
 
+/* n one-byte RPCs, each answered 10 ms after the server received it. */
+static void slow_server_rpcs(struct pair *q, int n)
+{
+    for (int i = 0; i < n; i++) {
+        uint64_t id;
+        assert_int_equal(
+            homa_engine_send_request(q->e[0], q->now, CPORT, &q->addr[1], SPORT, "q", 1, 0, &id),
+            0);
+        pair_settle(q);
+        homa_msg m;
+        assert_int_equal(homa_engine_recv(q->e[1], SPORT, HOMA_RECV_ANY, 0, &m), 0);
+        for (int t = 0; t < 10; t++)
+            pair_advance(q, MS);
+        assert_int_equal(
+            homa_engine_send_reply(q->e[1], q->now, SPORT, &m.peer, m.peer_port, m.id, "r", 1), 0);
+        homa_engine_release(q->e[1], &m);
+        pair_settle(q);
+        homa_msg r;
+        assert_int_equal(homa_engine_recv(q->e[0], CPORT, HOMA_RECV_ANY, id, &r), 0);
+        assert_int_equal(r.error, 0);
+        homa_engine_release(q->e[0], &r);
+    }
+}
+
 /* A server that takes 10 ms to answer each request: once the client has
  * seen that, it no longer asks again (RESEND, answered BUSY) at 5 ms for
  * requests the server has, but a lost request is still found and
@@ -662,29 +686,10 @@ static void homa_timer_run__first_resend_waits_for_slow_server(void **state)
     struct pair p;
     setup_pair(&p, NULL);
     homa_counters c;
-    uint64_t warm_resends = 0;
-    for (int i = 0; i < 24; i++) {
-        if (i == 8) {
-            homa_engine_counters(p.e[0], &c);
-            warm_resends = c.resend_out;
-        }
-        uint64_t id;
-        assert_int_equal(
-            homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, "q", 1, 0, &id), 0);
-        pair_settle(&p);
-        homa_msg m;
-        assert_int_equal(homa_engine_recv(p.e[1], SPORT, HOMA_RECV_ANY, 0, &m), 0);
-        for (int t = 0; t < 10; t++)
-            pair_advance(&p, MS);
-        assert_int_equal(
-            homa_engine_send_reply(p.e[1], p.now, SPORT, &m.peer, m.peer_port, m.id, "r", 1), 0);
-        homa_engine_release(p.e[1], &m);
-        pair_settle(&p);
-        homa_msg r;
-        assert_int_equal(homa_engine_recv(p.e[0], CPORT, HOMA_RECV_ANY, id, &r), 0);
-        assert_int_equal(r.error, 0);
-        homa_engine_release(p.e[0], &r);
-    }
+    slow_server_rpcs(&p, 8);
+    homa_engine_counters(p.e[0], &c);
+    uint64_t warm_resends = c.resend_out;
+    slow_server_rpcs(&p, 16);
     homa_engine_counters(p.e[0], &c);
     /* the first requests drew RESENDs at 5 ms; the last 16 none */
     assert_true(warm_resends > 0);
@@ -734,23 +739,7 @@ static void homa_timer_run__recovery_resends_spaced_for_slow_server(void **state
     (void)state;
     struct pair p;
     setup_pair(&p, NULL);
-    for (int i = 0; i < 16; i++) {
-        uint64_t id;
-        assert_int_equal(
-            homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, "q", 1, 0, &id), 0);
-        pair_settle(&p);
-        homa_msg m;
-        assert_int_equal(homa_engine_recv(p.e[1], SPORT, HOMA_RECV_ANY, 0, &m), 0);
-        for (int t = 0; t < 10; t++)
-            pair_advance(&p, MS);
-        assert_int_equal(
-            homa_engine_send_reply(p.e[1], p.now, SPORT, &m.peer, m.peer_port, m.id, "r", 1), 0);
-        homa_engine_release(p.e[1], &m);
-        pair_settle(&p);
-        homa_msg r;
-        assert_int_equal(homa_engine_recv(p.e[0], CPORT, HOMA_RECV_ANY, id, &r), 0);
-        homa_engine_release(p.e[0], &r);
-    }
+    slow_server_rpcs(&p, 16);
     /* A request the server holds (its port keeps answering BUSY) ... */
     uint64_t held_id;
     assert_int_equal(
