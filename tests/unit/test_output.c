@@ -135,6 +135,88 @@ static void homa_engine_pull__srpt_order_across_buckets(void **state)
     homa_engine_destroy(e);
 }
 
+/* Requests restarted after RPC_UNKNOWN, in an order unrelated to their age,
+ * while hundreds of their size wait to be sent (a client behind its offered
+ * load, at 20 % loss): each goes to the front of its size's bucket in a
+ * step.  Placed by age among the others they cost a walk each (here
+ * 2 x 800 requests of one size: about 160,000 steps).  Every restarted
+ * request goes out once, before the fresh ones, and the fresh ones keep
+ * their order. */
+static void homa_engine_pull__restarts_go_first_in_a_step(void **state)
+{
+    (void)state;
+    enum { N = 800 };
+    homa_engine *e = make(NULL);
+    uint64_t old[N], fresh[N];
+    homa_pkt_out out[64];
+    uint64_t now = 1;
+    for (int i = 0; i < N; i++) {
+        old[i] = send(e, now++, 100);
+        while (homa_engine_pull(e, now, out, 64) > 0)
+            homa_engine_pull_done(e);
+    }
+    /* Their RESENDs (the servers are silent), then younger requests that
+     * stay queued behind a pull nobody makes. */
+    homa_counters c;
+    uint64_t t = now;
+    do {
+        t += 1000000ull;
+        homa_engine_timer(e, t);
+        while (homa_engine_pull(e, t, out, 64) > 0)
+            homa_engine_pull_done(e);
+        homa_engine_counters(e, &c);
+    } while (c.resend_out < N && t < now + 50 * 1000000ull);
+    assert_true(c.resend_out >= N);
+    now = t + 1;
+    for (int i = 0; i < N; i++)
+        fresh[i] = send(e, now++, 100);
+    uint64_t s0 = e->sendq_steps;
+    uint32_t x = 12345;
+    for (int k = 0; k < N; k++) {
+        x = x * 1103515245u + 12345u;
+        int i = (int)((x >> 8) % N);
+        while (old[i] == 0)
+            i = (i + 1) % N;
+        struct homa_wire_pkt p;
+        memset(&p, 0, sizeof(p));
+        p.type = HOMA_PKT_RPC_UNKNOWN;
+        p.sport = 80;
+        p.dport = PORT;
+        p.sender_id = old[i] ^ 1;
+        uint8_t buf[HOMA_MAX_HDR_LEN];
+        size_t hl = homa_wire_encode(&p, buf);
+        assert_int_equal(homa_engine_input(e, now, &peer, buf, hl), 0);
+        old[i] = 0;
+    }
+    uint64_t steps = e->sendq_steps - s0;
+    print_message("%d restarts among %d queued stepped past %llu entries\n", N, N,
+                  (unsigned long long)steps);
+    assert_true(steps <= N);
+    homa_engine_counters(e, &c);
+    assert_int_equal(c.client_restarts, N);
+    /* Restarted first (N packets), then the fresh ones in their order. */
+    int seen = 0, next_fresh = 0;
+    for (;;) {
+        int n = homa_engine_pull(e, now, out, 64);
+        if (n == 0) break;
+        for (int k = 0; k < n; k++) {
+            struct homa_wire_pkt p;
+            decode(&out[k], &p);
+            if (p.type != HOMA_PKT_DATA) continue;
+            if (seen++ < N) {
+                for (int j = 0; j < N; j++)
+                    assert_true(p.sender_id != fresh[j]);
+            } else {
+                assert_true(next_fresh < N);
+                assert_int_equal(p.sender_id, fresh[next_fresh++]);
+            }
+        }
+        homa_engine_pull_done(e);
+    }
+    assert_int_equal(seen, 2 * N);
+    homa_engine_destroy(e);
+}
+
 /* A range the receiver asked for again goes before shorter messages: the
  * receiver granted it and waits, and under SRPT a long message's lost
  * packet could wait behind every shorter message for longer than the
@@ -526,6 +608,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(homa_engine_pull__srpt_order),
         cmocka_unit_test(homa_engine_pull__srpt_order_across_buckets),
+        cmocka_unit_test(homa_engine_pull__restarts_go_first_in_a_step),
         cmocka_unit_test(homa_engine_pull__retransmission_before_srpt),
         cmocka_unit_test(homa_engine_pull__unscheduled_limit_and_priorities),
         cmocka_unit_test(homa_engine_pull__control_first),
