@@ -123,6 +123,12 @@ HOMA_API int homa_engine_port_close(homa_engine *eng, uint64_t now, uint16_t por
  * RPCs whose reply the client has not acknowledged yet.  Returns the count
  * or HOMA_ERR_NO_PORT / HOMA_ERR_INVAL. */
 HOMA_API int homa_engine_port_rpcs(const homa_engine *eng, uint16_t port);
+/* Sends now, in ACK packets, the acknowledgements the port owes servers
+ * for responses it received (normally they ride on later requests, or
+ * answer the server's NEED_ACK).  For a port about to go away: its servers
+ * can free those RPCs at once instead of after a timeout.  Returns the
+ * number of ACK packets queued, or HOMA_ERR_NO_PORT / HOMA_ERR_INVAL. */
+HOMA_API int homa_engine_port_flush_acks(homa_engine *eng, uint64_t now, uint16_t port);
 
 /* Starts a client RPC from local `port` to (dst, dport).  The engine copies
  * buf.  On success stores the RPC id (even) in *id.  Errors: HOMA_ERR_NO_PORT,

@@ -252,34 +252,55 @@ static void peers_reap(struct homa_engine *eng, uint64_t now)
     }
 }
 
+/* Sends, in one ACK packet, up to HOMA_MAX_ACKS_PER_PKT of the acks the
+ * peer is owed from local port cport (the oldest first); keeps the rest.
+ * Returns how many it sent. */
+static uint32_t ack_flush(struct homa_engine *eng, struct homa_peer *peer, uint16_t cport)
+{
+    struct homa_wire_pkt pkt;
+    memset(&pkt, 0, sizeof(pkt));
+    pkt.type = HOMA_PKT_ACK;
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < peer->num_acks; i++) {
+        struct homa_pending_ack *a = &peer->acks[i];
+        if (a->client_port == cport && pkt.u.ack.num_acks < HOMA_MAX_ACKS_PER_PKT) {
+            if (pkt.u.ack.num_acks == 0) pkt.sender_id = a->client_id;
+            pkt.u.ack.acks[pkt.u.ack.num_acks].client_id = a->client_id;
+            pkt.u.ack.acks[pkt.u.ack.num_acks].server_port = a->server_port;
+            pkt.u.ack.num_acks++;
+        } else {
+            peer->acks[kept++] = *a;
+        }
+    }
+    peer->num_acks = kept;
+    if (pkt.u.ack.num_acks > 0)
+        homa_ctl_queue(eng, NULL, &peer->addr, cport, pkt.u.ack.acks[0].server_port, &pkt);
+    return pkt.u.ack.num_acks;
+}
+
 void homa_peer_queue_ack(struct homa_engine *eng, struct homa_peer *peer, uint64_t client_id,
                          uint16_t server_port, uint16_t client_port)
 {
-    if (peer->num_acks == HOMA_PEER_MAX_ACKS) {
-        /* Flush the oldest five in an ACK packet to make room. */
-        struct homa_wire_pkt pkt;
-        memset(&pkt, 0, sizeof(pkt));
-        pkt.type = HOMA_PKT_ACK;
-        pkt.sender_id = peer->acks[0].client_id;
-        uint16_t cport = peer->acks[0].client_port;
-        uint32_t kept = 0;
-        for (uint32_t i = 0; i < peer->num_acks; i++) {
-            struct homa_pending_ack *a = &peer->acks[i];
-            if (a->client_port == cport && pkt.u.ack.num_acks < HOMA_MAX_ACKS_PER_PKT) {
-                pkt.u.ack.acks[pkt.u.ack.num_acks].client_id = a->client_id;
-                pkt.u.ack.acks[pkt.u.ack.num_acks].server_port = a->server_port;
-                pkt.u.ack.num_acks++;
-            } else {
-                peer->acks[kept++] = *a;
-            }
-        }
-        peer->num_acks = kept;
-        homa_ctl_queue(eng, NULL, &peer->addr, cport, pkt.u.ack.acks[0].server_port, &pkt);
-    }
+    /* Full: flush the oldest five (of one port) in an ACK packet. */
+    if (peer->num_acks == HOMA_PEER_MAX_ACKS) ack_flush(eng, peer, peer->acks[0].client_port);
     struct homa_pending_ack *a = &peer->acks[peer->num_acks++];
     a->client_id = client_id;
     a->server_port = server_port;
     a->client_port = client_port;
+}
+
+int homa_engine_port_flush_acks(homa_engine *eng, uint64_t now, uint16_t num)
+{
+    if (!eng) return HOMA_ERR_INVAL;
+    if (!homa_port_find(eng, num)) return HOMA_ERR_NO_PORT;
+    eng->now = now;
+    int pkts = 0;
+    for (size_t i = 0; i < eng->peer_nb; i++)
+        for (struct homa_peer *p = eng->peer_tab[i]; p; p = p->hnext)
+            while (ack_flush(eng, p, num) > 0)
+                pkts++;
+    if (pkts > 0) homa_notify_tx(eng);
+    return pkts;
 }
 
 /* ---------- ports ---------- */

@@ -1564,6 +1564,10 @@ void homa_socket_close(homa_socket *s)
         return;
     }
     pthread_mutex_lock(&rt->lock);
+    /* The acks the port owes go out while its socket can still send them
+     * (best effort: a transmission in progress elsewhere may pull them
+     * after the port is gone, and then the servers time out as before). */
+    if (homa_engine_port_flush_acks(rt->eng, now_ns(), s->port) > 0) tx_if_wanted(rt);
     s->closing = 1;
     for (homa_socket **pp = &rt->socks; *pp != NULL; pp = &(*pp)->next) {
         if (*pp == s) {
@@ -1614,6 +1618,11 @@ int homa_socket_linger(homa_socket *s, int64_t timeout_ns)
     for (;;) {
         pthread_mutex_lock(&rt->lock);
         int n = s->closing ? HOMA_ERR_SHUTDOWN : homa_engine_port_rpcs(rt->eng, s->port);
+        /* The acks the port owes go now, not on a request that may never
+         * come (the process is about to exit): its servers free their RPCs
+         * now instead of after a timeout, and one that lingers too stops
+         * waiting (processes lingering in a ring wait on each other). */
+        if (n >= 0 && homa_engine_port_flush_acks(rt->eng, now_ns(), s->port) > 0) tx_if_wanted(rt);
         pthread_mutex_unlock(&rt->lock);
         if (n <= 0) return n < 0 ? n : 0;
         uint64_t now = now_ns();
