@@ -171,6 +171,51 @@ static void homa_engine_port_rpcs__counts_until_acked(void **state)
     pair_destroy(&p);
 }
 
+/* Acks owed go out at once on request: 7 RPCs in flight together, all
+ * answered, leave 7 acks owed (no later request to carry them); a flush
+ * sends them in two ACK packets (5 + 2) and the server frees all 7 at
+ * once instead of on its NEED_ACK; nothing is left to flush afterwards; a
+ * port that is not open is refused. */
+static void homa_engine_port_flush_acks__server_frees_at_once(void **state)
+{
+    (void)state;
+    homa_config cfg;
+    homa_config_default(&cfg);
+    cfg.need_ack_ticks = 1000; /* the server would not ask for a second */
+    struct pair p;
+    setup_pair(&p, &cfg);
+    assert_int_equal(homa_engine_port_flush_acks(NULL, p.now, CPORT), HOMA_ERR_INVAL);
+    assert_int_equal(homa_engine_port_flush_acks(p.e[0], p.now, 12345), HOMA_ERR_NO_PORT);
+    assert_int_equal(homa_engine_port_flush_acks(p.e[0], p.now, CPORT), 0);
+    uint64_t id;
+    for (int i = 0; i < 7; i++)
+        assert_int_equal(
+            homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, "abc", 3, 0, &id), 0);
+    pair_settle(&p);
+    homa_msg m;
+    for (int i = 0; i < 7; i++) {
+        assert_int_equal(homa_engine_recv(p.e[1], SPORT, HOMA_RECV_REQUEST, 0, &m), 0);
+        assert_int_equal(
+            homa_engine_send_reply(p.e[1], p.now, SPORT, &m.peer, m.peer_port, m.id, "d", 1), 0);
+        homa_engine_release(p.e[1], &m);
+    }
+    pair_settle(&p);
+    for (int i = 0; i < 7; i++) {
+        assert_int_equal(homa_engine_recv(p.e[0], CPORT, HOMA_RECV_RESPONSE, 0, &m), 0);
+        homa_engine_release(p.e[0], &m);
+    }
+    pair_advance(&p, 5 * MS);
+    assert_int_equal(homa_engine_port_rpcs(p.e[1], SPORT), 7);
+    assert_int_equal(homa_engine_port_flush_acks(p.e[0], p.now, CPORT), 2);
+    assert_int_equal(homa_engine_port_flush_acks(p.e[0], p.now, CPORT), 0);
+    pair_settle(&p);
+    assert_int_equal(homa_engine_port_rpcs(p.e[1], SPORT), 0);
+    homa_counters c;
+    homa_engine_counters(p.e[1], &c);
+    assert_int_equal(c.server_acked, 7);
+    pair_destroy(&p);
+}
+
 /* Freed large buffers are reused for messages of about their size; small
  * or far-off sizes go to malloc; the cache stays within its bounds. */
 static void homa_buf_get__reuses_close_fit(void **state)
@@ -1760,6 +1805,7 @@ int main(void)
         cmocka_unit_test(homa_counter_name__all_named),
         cmocka_unit_test(homa_engine_port_open__errors),
         cmocka_unit_test(homa_engine_port_rpcs__counts_until_acked),
+        cmocka_unit_test(homa_engine_port_flush_acks__server_frees_at_once),
         cmocka_unit_test(homa_buf_get__reuses_close_fit),
         cmocka_unit_test(homa_engine_send_request__large_buffers_recycled),
         cmocka_unit_test(homa_engine_queue_stats__counts_both_sides),
