@@ -252,6 +252,24 @@ static void peers_reap(struct homa_engine *eng, uint64_t now)
     }
 }
 
+void homa_peer_take_acks(struct homa_peer *peer, uint16_t cport, uint64_t skip,
+                         struct homa_wire_pkt *pkt)
+{
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < peer->num_acks; i++) {
+        struct homa_pending_ack *a = &peer->acks[i];
+        if (a->client_id == skip) continue; /* already in pkt */
+        if (a->client_port == cport && pkt->u.ack.num_acks < HOMA_MAX_ACKS_PER_PKT) {
+            pkt->u.ack.acks[pkt->u.ack.num_acks].client_id = a->client_id;
+            pkt->u.ack.acks[pkt->u.ack.num_acks].server_port = a->server_port;
+            pkt->u.ack.num_acks++;
+        } else {
+            peer->acks[kept++] = *a;
+        }
+    }
+    peer->num_acks = kept;
+}
+
 /* Sends, in one ACK packet, up to HOMA_MAX_ACKS_PER_PKT of the acks the
  * peer is owed from local port cport (the oldest first); keeps the rest.
  * Returns how many it sent. */
@@ -260,21 +278,10 @@ static uint32_t ack_flush(struct homa_engine *eng, struct homa_peer *peer, uint1
     struct homa_wire_pkt pkt;
     memset(&pkt, 0, sizeof(pkt));
     pkt.type = HOMA_PKT_ACK;
-    uint32_t kept = 0;
-    for (uint32_t i = 0; i < peer->num_acks; i++) {
-        struct homa_pending_ack *a = &peer->acks[i];
-        if (a->client_port == cport && pkt.u.ack.num_acks < HOMA_MAX_ACKS_PER_PKT) {
-            if (pkt.u.ack.num_acks == 0) pkt.sender_id = a->client_id;
-            pkt.u.ack.acks[pkt.u.ack.num_acks].client_id = a->client_id;
-            pkt.u.ack.acks[pkt.u.ack.num_acks].server_port = a->server_port;
-            pkt.u.ack.num_acks++;
-        } else {
-            peer->acks[kept++] = *a;
-        }
-    }
-    peer->num_acks = kept;
-    if (pkt.u.ack.num_acks > 0)
-        homa_ctl_queue(eng, NULL, &peer->addr, cport, pkt.u.ack.acks[0].server_port, &pkt);
+    homa_peer_take_acks(peer, cport, 0, &pkt);
+    if (pkt.u.ack.num_acks == 0) return 0;
+    pkt.sender_id = pkt.u.ack.acks[0].client_id;
+    homa_ctl_queue(eng, NULL, &peer->addr, cport, pkt.u.ack.acks[0].server_port, &pkt);
     return pkt.u.ack.num_acks;
 }
 

@@ -598,19 +598,7 @@ static void handle_need_ack(struct homa_engine *eng, uint64_t now, const homa_ad
     struct homa_peer *peer = homa_peer_get(eng, src, false);
     if (peer) {
         /* Take the chance to flush other acks for this peer from this port. */
-        uint32_t kept = 0;
-        for (uint32_t i = 0; i < peer->num_acks; i++) {
-            struct homa_pending_ack *a = &peer->acks[i];
-            if (a->client_id == local) continue;
-            if (a->client_port == pkt->dport && ack.u.ack.num_acks < HOMA_MAX_ACKS_PER_PKT) {
-                ack.u.ack.acks[ack.u.ack.num_acks].client_id = a->client_id;
-                ack.u.ack.acks[ack.u.ack.num_acks].server_port = a->server_port;
-                ack.u.ack.num_acks++;
-            } else {
-                peer->acks[kept++] = *a;
-            }
-        }
-        peer->num_acks = kept;
+        homa_peer_take_acks(peer, pkt->dport, local, &ack);
     }
     homa_ctl_queue(eng, NULL, src, pkt->dport, pkt->sport, &ack);
 }

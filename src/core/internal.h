@@ -447,6 +447,10 @@ void homa_buf_put(struct homa_engine *eng, uint8_t *buf, uint32_t cap);
  * client is still alive), see engine.c. */
 bool homa_tomb_find(struct homa_engine *eng, uint64_t id, const homa_addr *addr, uint16_t port);
 void homa_tomb_add(struct homa_engine *eng, uint64_t id, const homa_addr *addr, uint16_t port);
+/* Moves the acks peer is owed from local port cport (all but client id
+ * skip, 0 for none) into ACK packet pkt, up to its capacity. */
+void homa_peer_take_acks(struct homa_peer *peer, uint16_t cport, uint64_t skip,
+                         struct homa_wire_pkt *pkt);
 void homa_peer_queue_ack(struct homa_engine *eng, struct homa_peer *peer, uint64_t client_id,
                          uint16_t server_port, uint16_t client_port);
 /* Frees rpc's incoming message (homa_msgin_destroy), keeping its buffer
