@@ -137,6 +137,7 @@ static void send_resend(struct homa_engine *eng, struct homa_rpc *rpc, uint32_t 
     pkt.u.resend.priority = prio;
     rpc->last_told = eng->now;
     rpc->asked = true;
+    if (!rpc->ask_at) rpc->ask_at = eng->now;
     eng->ctr.resend_bytes_asked += length;
     homa_ctl_queue(eng, rpc, &rpc->peer->addr, rpc->port ? rpc->port->num : 0, rpc->peer_port,
                    &pkt);
@@ -147,6 +148,12 @@ static void send_resend(struct homa_engine *eng, struct homa_rpc *rpc, uint32_t 
 static void rpc_heard(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t now)
 {
     homa_rpc_heard(eng, rpc, now);
+    if (rpc->ask_at) {
+        struct homa_peer *peer = rpc->peer;
+        uint64_t t = now - rpc->ask_at;
+        peer->ask_rtt = peer->ask_rtt ? peer->ask_rtt - peer->ask_rtt / 8 + t / 8 : t;
+        rpc->ask_at = 0;
+    }
     rpc->probes = 0;
     rpc->confirmed = true;
     homa_peer_heard(rpc->peer, rpc->peer_port, now);
@@ -185,6 +192,7 @@ static void client_restart(struct homa_engine *eng, struct homa_rpc *rpc)
     rpc->confirmed = false;
     rpc->probes = 0;
     rpc->asked = false;
+    rpc->ask_at = 0;
     if (rpc->unknowns == 0) rpc->unknown_since = eng->now;
     if (rpc->unknowns < UINT8_MAX) rpc->unknowns++;
     eng->ctr.client_restarts++;
@@ -765,7 +773,19 @@ static uint64_t request_missing(struct homa_engine *eng, struct homa_rpc *rpc, u
                     resend_prio(eng, rpc, m->recv_end, true));
         sent++;
     }
-    if (sent > 0 && rpc->asks < UINT8_MAX) rpc->asks++;
+    /* A round of asks is one answer time of the peer: a peer whose input
+     * backlog holds our RESENDs for longer than the timeout answers them
+     * all at once, late, and the copy it resends in answer to the first
+     * may be lost again; counting every RESEND interval as a round would
+     * give such a live peer up within a timeout.  Bounded, so that a
+     * message whose data never gets through still fails in time. */
+    uint64_t round = rpc->peer->ask_rtt;
+    uint64_t round_max = 4 * (uint64_t)eng->cfg.timeout_ticks * eng->cfg.tick_ns;
+    if (round > round_max) round = round_max;
+    if (sent > 0 && rpc->asks < UINT8_MAX && (rpc->asks == 0 || now - rpc->ask_counted >= round)) {
+        rpc->asks++;
+        rpc->ask_counted = now;
+    }
     return next;
 }
 

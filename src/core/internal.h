@@ -198,6 +198,9 @@ struct homa_rpc {
      * through). */
     uint64_t in_progress;
     uint8_t asks;
+    /* When the first RESEND not yet answered left (0: none), and when an
+     * ask was last counted in `asks`. */
+    uint64_t ask_at, ask_counted;
     uint16_t send_bucket; /* while send_node is linked */
     /* Server: a request that arrived when max_rx_bytes was spent waits in
      * eng->mem_waitq (mem_node) for its buffer, without one: its DATA is
@@ -271,6 +274,12 @@ struct homa_peer {
      * at least twice that, so a server that is only behind is not asked
      * again and again for what it has (0 = no sample yet). */
     uint64_t resp_time;
+    /* Smoothed time (ns, 1/8 gain) from the first unanswered RESEND about
+     * one of our incoming messages to the next packet about it: how long
+     * this peer takes to answer a RESEND, its input backlog included.  An
+     * ask is not counted against a message (HOMA_ASKS_FATAL) sooner than
+     * that after the last one counted (0 = no sample yet). */
+    uint64_t ask_rtt;
     struct homa_peer_port *ports; /* liveness per remote port, unordered */
     uint32_t num_ports, cap_ports;
     uint32_t port_hint; /* index of the port last heard from (checked first) */

@@ -773,6 +773,147 @@ static int drop_one_rpc(void *arg, int from, const struct pair_pkt *pk)
     return l->on;
 }
 
+/* A server whose input backlog holds what the client sends for longer and
+ * longer, growing from nothing at `start` by half a millisecond per
+ * millisecond up to `lag` (a packet reaches the server with the time it
+ * left, as a kernel receive queue gives it); the server's packets reach
+ * the client at once.  `drops` copies of the offset-0 DATA of
+ * response `drop_id` are lost, and every BUSY about it. */
+#define LAGQ_MAX 4096
+struct lagq {
+    struct pair *p;
+    uint64_t start, lag;
+    int head, tail;
+    struct {
+        uint64_t at, due;
+        size_t len;
+        uint8_t *buf;
+    } q[LAGQ_MAX];
+    uint64_t drop_id;
+    int drops;
+};
+
+static int lagq_filter(void *arg, int from, const struct pair_pkt *pk)
+{
+    struct lagq *l = arg;
+    if (from == 0) {
+        assert_true(l->tail - l->head < LAGQ_MAX);
+        int i = l->tail++ % LAGQ_MAX;
+        uint64_t now = l->p->now, lag = (now - l->start) / 2;
+        l->q[i].at = now;
+        l->q[i].due = now + (lag < l->lag ? lag : l->lag);
+        l->q[i].len = pk->len;
+        l->q[i].buf = malloc(pk->len);
+        memcpy(l->q[i].buf, pk->data, pk->len);
+        return 1;
+    }
+    struct homa_wire_pkt w;
+    if (!l->drop_id || homa_wire_decode(pk->data, pk->len, &w) != 0 || w.sender_id != l->drop_id)
+        return 0;
+    if (w.type == HOMA_PKT_BUSY) return 1;
+    if (l->drops > 0 && w.type == HOMA_PKT_DATA && w.u.data.offset == 0) {
+        l->drops--;
+        return 1;
+    }
+    return 0;
+}
+
+/* One millisecond: the client's packets that have waited `lag` reach the
+ * server, timers run, the server answers every request at once (a 3,000-byte
+ * response to "L", one byte otherwise), the client takes its responses
+ * (counting failures; *target set when response `target_id` comes). */
+static void lagq_ms(struct lagq *l, uint64_t target_id, int *target, int *failed, int *done)
+{
+    struct pair *p = l->p;
+    p->now += MS;
+    while (l->head < l->tail && l->q[l->head % LAGQ_MAX].due <= p->now) {
+        int i = l->head++ % LAGQ_MAX;
+        homa_engine_input_at(p->e[1], p->now, l->q[i].at, &p->addr[0], l->q[i].buf, l->q[i].len);
+        free(l->q[i].buf);
+    }
+    homa_engine_timer(p->e[0], p->now);
+    homa_engine_timer(p->e[1], p->now);
+    pair_settle(p);
+    static uint8_t big[3000];
+    homa_msg m;
+    while (homa_engine_recv(p->e[1], SPORT, HOMA_RECV_REQUEST, 0, &m) == 0) {
+        bool l3k = m.length == 1 && ((const uint8_t *)m.data)[0] == 'L';
+        assert_int_equal(homa_engine_send_reply(p->e[1], p->now, SPORT, &m.peer, m.peer_port, m.id,
+                                                l3k ? big : (const uint8_t *)"r",
+                                                l3k ? sizeof(big) : 1),
+                         0);
+        homa_engine_release(p->e[1], &m);
+    }
+    pair_settle(p);
+    while (homa_engine_recv(p->e[0], CPORT, HOMA_RECV_RESPONSE, 0, &m) == 0) {
+        if (m.error)
+            (*failed)++;
+        else
+            (*done)++;
+        if (m.id == target_id) *target = m.error ? -1 : 1;
+        homa_engine_release(p->e[0], &m);
+    }
+}
+
+/* A live server 250 ms behind on its input (2.5 timeouts), answering a
+ * steady stream of requests, loses the first packet of one response, then
+ * the first copy it resends, and every BUSY about it.  The client asks at
+ * the RESEND interval but counts a round of asks only once per answer
+ * time of that server (learned from its late BUSYs about other requests),
+ * so the response is completed, 500 ms later, and not given up as "asked
+ * 16 times, nothing new" after 100 ms. */
+static void homa_timer_run__asks_counted_per_answer_time(void **state)
+{
+    (void)state;
+    struct pair p;
+    setup_pair(&p, NULL);
+    struct lagq *l = calloc(1, sizeof(*l));
+    l->p = &p;
+    l->start = p.now;
+    l->lag = 250 * MS;
+    p.filter = lagq_filter;
+    p.filter_arg = l;
+    int target = 0, failed = 0, done = 0, sent = 0;
+    uint64_t id, target_id = 0;
+    /* 1.6 s of background requests, one every 2 ms; the target at 800 ms,
+     * when the backlog has held 250 ms for 300 ms */
+    uint64_t t_sent = 0;
+    for (int t = 0; t < 2000 && target == 0; t++) {
+        if (t < 1600 && t % 2 == 0) {
+            assert_int_equal(
+                homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, "b", 1, 0, &id),
+                0);
+            sent++;
+        }
+        if (t == 800) {
+            assert_int_equal(homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, "L",
+                                                      1, 0, &target_id),
+                             0);
+            l->drop_id = target_id ^ 1;
+            l->drops = 2;
+            t_sent = p.now;
+        }
+        lagq_ms(l, target_id, &target, &failed, &done);
+    }
+    /* the target's response came whole, after the two losses */
+    assert_int_equal(target, 1);
+    assert_int_equal(l->drops, 0);
+    assert_true(p.now - t_sent >= 700 * MS);
+    /* and nothing else failed */
+    for (int t = 0; t < 1000 && done < sent; t++)
+        lagq_ms(l, target_id, &target, &failed, &done);
+    assert_int_equal(failed, 0);
+    assert_int_equal(done, sent);
+    homa_counters c;
+    homa_engine_counters(p.e[0], &c);
+    assert_int_equal(c.client_timeouts, 0);
+    p.filter = NULL;
+    while (l->head < l->tail)
+        free(l->q[l->head++ % LAGQ_MAX].buf);
+    free(l);
+    pair_destroy(&p);
+}
+
 /* A server that takes 10 ms to answer: once the client knows it, a request
  * that goes unanswered while the server's port is heard (it answers the
  * client's prods about another request it holds) is asked about (RESEND,
@@ -1824,6 +1965,7 @@ int main(void)
         cmocka_unit_test(homa_engine_input__rpc_unknown_restarts_request),
         cmocka_unit_test(homa_timer_run__first_resend_waits_for_slow_server),
         cmocka_unit_test(homa_timer_run__recovery_resends_spaced_for_slow_server),
+        cmocka_unit_test(homa_timer_run__asks_counted_per_answer_time),
         cmocka_unit_test(homa_engine_input__restart_uses_current_cutoffs),
         cmocka_unit_test(homa_engine_timer__unknowns_fail_only_after_timeout),
         cmocka_unit_test(homa_engine_output__packets_follow_path_payload),
