@@ -143,15 +143,18 @@ static void send_resend(struct homa_engine *eng, struct homa_rpc *rpc, uint32_t 
                    &pkt);
 }
 
-/* An ack record from `src` (carried by a packet from its port client_port). */
+/* A smoothed time with gain 1/8 after sample t (avg 0: no sample yet). */
+static uint64_t smooth8(uint64_t avg, uint64_t t)
+{
+    return avg ? avg - avg / 8 + t / 8 : t;
+}
+
 /* The peer showed progress on rpc (or that it holds it): not silent. */
 static void rpc_heard(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t now)
 {
     homa_rpc_heard(eng, rpc, now);
     if (rpc->ask_at) {
-        struct homa_peer *peer = rpc->peer;
-        uint64_t t = now - rpc->ask_at;
-        peer->ask_rtt = peer->ask_rtt ? peer->ask_rtt - peer->ask_rtt / 8 + t / 8 : t;
+        rpc->peer->ask_rtt = smooth8(rpc->peer->ask_rtt, now - rpc->ask_at);
         rpc->ask_at = 0;
     }
     rpc->probes = 0;
@@ -159,6 +162,7 @@ static void rpc_heard(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t no
     homa_peer_heard(rpc->peer, rpc->peer_port, now);
 }
 
+/* An ack record from `src` (carried by a packet from its port client_port). */
 static void handle_ack(struct homa_engine *eng, const homa_addr *src, uint16_t client_port,
                        const struct homa_wire_ack *ack)
 {
@@ -333,8 +337,7 @@ static struct homa_rpc *data_target(struct homa_engine *eng, const homa_addr *sr
             if (rpc->req_out_at && !rpc->restarted && eng->arrived > rpc->req_out_at) {
                 struct homa_peer *peer = rpc->peer;
                 uint64_t t = eng->arrived - rpc->req_out_at;
-                peer->resp_time =
-                    peer->resp_time ? peer->resp_time - peer->resp_time / 8 + t / 8 : t;
+                peer->resp_time = smooth8(peer->resp_time, t);
             }
             homa_out_remove(eng, rpc);
             rpc->out.next_xmit = rpc->out.length;
@@ -779,10 +782,11 @@ static uint64_t request_missing(struct homa_engine *eng, struct homa_rpc *rpc, u
      * may be lost again; counting every RESEND interval as a round would
      * give such a live peer up within a timeout.  Bounded, so that a
      * message whose data never gets through still fails in time. */
+    if (sent == 0 || rpc->asks == UINT8_MAX) return next;
     uint64_t round = rpc->peer->ask_rtt;
     uint64_t round_max = 4 * (uint64_t)eng->cfg.timeout_ticks * eng->cfg.tick_ns;
     if (round > round_max) round = round_max;
-    if (sent > 0 && rpc->asks < UINT8_MAX && (rpc->asks == 0 || now - rpc->ask_counted >= round)) {
+    if (rpc->asks == 0 || now - rpc->ask_counted >= round) {
         rpc->asks++;
         rpc->ask_counted = now;
     }

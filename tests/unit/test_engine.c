@@ -860,8 +860,9 @@ static void lagq_ms(struct lagq *l, uint64_t target_id, int *target, int *failed
  * the first copy it resends, and every BUSY about it.  The client asks at
  * the RESEND interval but counts a round of asks only once per answer
  * time of that server (learned from its late BUSYs about other requests),
- * so the response is completed, 500 ms later, and not given up as "asked
- * 16 times, nothing new" after 100 ms. */
+ * so the response is completed (about 750 ms after the request left: two
+ * 250 ms answer times and the backlog the request itself waited in), and
+ * not given up as "asked 16 times, nothing new" 100 ms after its gap. */
 static void homa_timer_run__asks_counted_per_answer_time(void **state)
 {
     (void)state;
