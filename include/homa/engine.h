@@ -62,10 +62,13 @@ typedef struct homa_config {
     uint64_t link_bps;           /* pacer link rate in bit/s; 0 = no pacing (default) */
     uint32_t max_nic_queue_ns;   /* pacer: max estimated NIC backlog; default 5,000 */
     uint32_t pacer_bypass_bytes; /* messages shorter than this are never paced; default 1,000 */
-    /* Cap on memory for incoming messages; default 256 MiB.  A request that
-     * finds it spent waits (its client hears BUSY) and is served first come
-     * first served as memory frees; only one longer than the cap, or a
-     * response that does not fit (HOMA_ERR_NOMEM), is refused. */
+    /* Cap on memory for incoming messages; default 256 MiB.  A request or
+     * response that finds it spent waits (its sender hears BUSY) and is
+     * served first come first served as memory frees.  Refused are only a
+     * message longer than the cap (a response: HOMA_ERR_NOMEM) and a
+     * response that waited for a timeout while no message received data
+     * and no memory was freed (HOMA_ERR_NOMEM: the application holds it
+     * all). */
     uint64_t max_rx_bytes;
     uint32_t max_rpcs;        /* cap on live RPCs (client + server); default 100,000 */
     uint32_t max_ports;       /* cap on open ports; default 1,024 */

@@ -611,7 +611,10 @@ static void rpc_release_in(struct homa_engine *eng, struct homa_rpc *rpc)
     if (!rpc->in.active) return;
     homa_grant_remove(eng, rpc);
     eng->ctr.incoming_bytes -= homa_in_outstanding(&rpc->in);
-    if (!rpc->in.taken) eng->ctr.rx_bytes_in_use -= rpc->in.length;
+    if (!rpc->in.taken) {
+        eng->ctr.rx_bytes_in_use -= rpc->in.length;
+        eng->mem_progress_at = eng->now;
+    }
     homa_in_destroy(eng, rpc);
 }
 
@@ -674,6 +677,8 @@ void homa_rpc_fail(struct homa_engine *eng, struct homa_rpc *rpc, int err)
     if (rpc->state != RPC_CLIENT_ACTIVE) return;
     rpc->error = err;
     homa_out_remove(eng, rpc);
+    hlist_del(&rpc->mem_node); /* a response waiting for memory */
+    rpc->mem_wait = false;
     rpc_release_in(eng, rpc);
     homa_rpc_make_ready(eng, rpc);
 }
@@ -952,6 +957,7 @@ void *homa_engine_msg_take(homa_engine *eng, homa_msg *msg)
     rpc->in.buf = NULL;
     /* the memory no longer counts against max_rx_bytes */
     eng->ctr.rx_bytes_in_use -= rpc->in.length;
+    eng->mem_progress_at = eng->now;
     rpc->in.taken = true;
     msg->data = NULL;
     return buf;

@@ -181,8 +181,11 @@ static void client_restart(struct homa_engine *eng, struct homa_rpc *rpc)
         homa_grant_remove(eng, rpc);
         eng->ctr.incoming_bytes -= homa_in_outstanding(&rpc->in);
         eng->ctr.rx_bytes_in_use -= rpc->in.length;
+        eng->mem_progress_at = eng->now;
         homa_in_destroy(eng, rpc);
     }
+    hlist_del(&rpc->mem_node); /* its response will come afresh */
+    rpc->mem_wait = false;
     struct homa_msgout *m = &rpc->out;
     homa_out_remove(eng, rpc);
     m->next_xmit = 0;
@@ -226,10 +229,10 @@ static void msgin_start(struct homa_engine *eng, struct homa_rpc *rpc, uint8_t *
 static uint64_t request_missing(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t now,
                                 bool silent);
 
-/* Requests waiting for max_rx_bytes get their buffers, first come first
- * served (a long request at the head holds back shorter ones behind it,
- * but none waits forever), and ask again for what their clients sent
- * unscheduled: it was dropped while they waited. */
+/* Messages waiting for max_rx_bytes (requests and responses alike) get
+ * their buffers, first come first served (a long one at the head holds
+ * back shorter ones behind it, but none waits forever), and ask again for
+ * what their senders sent unscheduled: it was dropped while they waited. */
 static void mem_wait_serve(struct homa_engine *eng, uint64_t now)
 {
     bool served = false;
@@ -247,6 +250,28 @@ static void mem_wait_serve(struct homa_engine *eng, uint64_t now)
         served = true;
     }
     if (served) homa_grant_check(eng);
+}
+
+/* rpc's incoming message (its first DATA is pkt) has to wait for memory. */
+static void mem_wait_enter(struct homa_engine *eng, struct homa_rpc *rpc,
+                           const struct homa_wire_pkt *pkt)
+{
+    rpc->mem_wait = true;
+    rpc->mem_len = pkt->u.data.message_length;
+    rpc->mem_incoming = pkt->u.data.incoming;
+    rpc->mem_since = eng->now;
+    hlist_add_tail(&eng->mem_waitq, &rpc->mem_node);
+    eng->mem_waits++;
+}
+
+/* DATA for rpc, which waits for memory: dropped.  Its turn comes from
+ * mem_wait_serve, in order; meanwhile the DATA shows the peer is alive. */
+static struct homa_rpc *mem_waiting(struct homa_engine *eng, struct homa_rpc *rpc, int *reason)
+{
+    homa_rpc_heard(eng, rpc, eng->now);
+    homa_peer_heard(rpc->peer, rpc->peer_port, eng->now);
+    *reason = HOMA_DROP_NO_MEMORY;
+    return NULL;
 }
 
 /* Finds the RPC a DATA packet belongs to (creating a server RPC for the
@@ -297,11 +322,7 @@ static struct homa_rpc *data_target(struct homa_engine *eng, const homa_addr *sr
              * (RPC_UNKNOWN restarts, refused again, for a timeout). */
             if (len > 0 && (!hlist_empty(&eng->mem_waitq) ||
                             eng->ctr.rx_bytes_in_use + len > eng->cfg.max_rx_bytes)) {
-                rpc->mem_wait = true;
-                rpc->mem_len = len;
-                rpc->mem_incoming = pkt->u.data.incoming;
-                hlist_add_tail(&eng->mem_waitq, &rpc->mem_node);
-                eng->mem_waits++;
+                mem_wait_enter(eng, rpc, pkt);
                 *reason = HOMA_DROP_NO_MEMORY;
                 return NULL;
             }
@@ -309,12 +330,7 @@ static struct homa_rpc *data_target(struct homa_engine *eng, const homa_addr *sr
             *reason = HOMA_DROP_DUPLICATE;
             return NULL;
         } else if (rpc->mem_wait) {
-            /* Its turn comes from mem_wait_serve, in order; meanwhile its
-             * DATA shows the client is alive. */
-            homa_rpc_heard(eng, rpc, eng->now);
-            homa_peer_heard(rpc->peer, rpc->peer_port, eng->now);
-            *reason = HOMA_DROP_NO_MEMORY;
-            return NULL;
+            return mem_waiting(eng, rpc, reason);
         }
     } else {
         rpc = homa_find_client(eng, local);
@@ -327,8 +343,9 @@ static struct homa_rpc *data_target(struct homa_engine *eng, const homa_addr *sr
             *reason = HOMA_DROP_DUPLICATE;
             return NULL;
         }
+        if (rpc->mem_wait) return mem_waiting(eng, rpc, reason);
         if (!rpc->in.active) {
-            if (eng->ctr.rx_bytes_in_use + len > eng->cfg.max_rx_bytes) {
+            if (len > eng->cfg.max_rx_bytes) {
                 if (!probe) homa_rpc_fail(eng, rpc, HOMA_ERR_NOMEM);
                 *reason = HOMA_DROP_NO_MEMORY;
                 return NULL;
@@ -342,6 +359,15 @@ static struct homa_rpc *data_target(struct homa_engine *eng, const homa_addr *sr
             homa_out_remove(eng, rpc);
             rpc->out.next_xmit = rpc->out.length;
             rpc->out.granted = rpc->out.length;
+            /* No memory now (or others wait for it first): the response
+             * waits for its buffer as a request does, and the server hears
+             * BUSY from us.  Failed, a client with many long responses in
+             * flight lost RPCs to its own cap (1,000 W4 RPCs in flight). */
+            if (len > 0 && (!hlist_empty(&eng->mem_waitq) ||
+                            eng->ctr.rx_bytes_in_use + len > eng->cfg.max_rx_bytes)) {
+                mem_wait_enter(eng, rpc, pkt);
+                return mem_waiting(eng, rpc, reason);
+            }
         }
     }
 
@@ -385,6 +411,7 @@ static int data_accept(struct homa_engine *eng, uint64_t now, const homa_addr *s
     eng->ctr.bytes_in += added;
     eng->ctr.dup_bytes_in += pkt->u.data.payload_len - added;
     if (added > 0) {
+        eng->mem_progress_at = now;
         rpc->in_progress = now;
         rpc->asks = 0;
         rpc->unknowns = 0; /* the server has the request: restarts are over */
@@ -1035,6 +1062,29 @@ static bool check_rpc(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t no
                 at_least(next, now + every + lag);
             }
         }
+        return false;
+    }
+    if (rpc->mem_wait && !(rpc->id & 1)) {
+        /* Our response waits for max_rx_bytes (mem_wait_serve brings it
+         * back): the pause is ours, so keep the server's RPC alive.  Given
+         * up only when for a timeout no incoming message got data and no
+         * memory was freed: the application holds all of it, and the wait
+         * would never end. */
+        uint64_t since =
+            rpc->mem_since > eng->mem_progress_at ? rpc->mem_since : eng->mem_progress_at;
+        homa_rpc_heard(eng, rpc, now);
+        if (homa_less_lag(now - since, lag) >= timeout) {
+            eng->mem_fails++;
+            homa_rpc_fail(eng, rpc, HOMA_ERR_NOMEM);
+            *next = NEVER;
+            return false;
+        }
+        *next = since + timeout + lag;
+        if (since_prod >= resend_base && take_budget(eng, rpc, prod_class, now)) {
+            send_receiver_busy(eng, rpc, now);
+            rpc->last_prodded = now;
+        }
+        at_least(next, rpc->last_prodded + resend_base + lag);
         return false;
     }
     /* Our own request is waiting behind shorter messages in our own queue

@@ -202,13 +202,16 @@ struct homa_rpc {
      * ask was last counted in `asks`. */
     uint64_t ask_at, ask_counted;
     uint16_t send_bucket; /* while send_node is linked */
-    /* Server: a request that arrived when max_rx_bytes was spent waits in
-     * eng->mem_waitq (mem_node) for its buffer, without one: its DATA is
-     * dropped meanwhile, a RESEND from its client draws BUSY, and once
+    /* An incoming message (a request, or a client's response) that arrived
+     * when max_rx_bytes was spent waits in eng->mem_waitq (mem_node) for
+     * its buffer, without one, since mem_since: its DATA is dropped
+     * meanwhile (a server's request: a RESEND from its client draws BUSY;
+     * a client's response: the client tells the server BUSY), and once
      * memory frees it gets a buffer and asks for its first mem_incoming
-     * bytes (what the client sends unscheduled) again. */
+     * bytes (what the sender sends unscheduled) again. */
     bool mem_wait;
     uint32_t mem_len, mem_incoming;
+    uint64_t mem_since;
     struct hlist mem_node;
     struct homa_msgout out;
     struct homa_msgin in;
@@ -374,8 +377,13 @@ struct homa_engine {
     struct hlist resending; /* outgoing messages with ranges to retransmit, oldest first */
     struct hlist grantable; /* incoming messages needing grants, SRPT order */
     struct hlist zombies;   /* freed RPCs whose message the app still holds */
-    struct hlist mem_waitq; /* server RPCs waiting for max_rx_bytes, FIFO */
-    uint64_t mem_waits;     /* RPCs that ever waited there (tests, diagnostics) */
+    struct hlist mem_waitq; /* RPCs waiting for max_rx_bytes, FIFO */
+    /* Last time an incoming message took data or rx memory was freed: a
+     * client's response that waits for memory while neither happens for a
+     * timeout (the application holds it all) fails with HOMA_ERR_NOMEM. */
+    uint64_t mem_progress_at;
+    uint64_t mem_waits; /* RPCs that ever waited there (tests, diagnostics) */
+    uint64_t mem_fails; /* responses failed for a wait that could not end */
 
     /* receiver scheduling */
     int64_t nonfifo_left;

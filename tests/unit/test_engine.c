@@ -1348,6 +1348,114 @@ static void homa_engine_input__memory_waiters_fifo_and_dead_client(void **state)
     pair_destroy(&p);
 }
 
+/* Two one-byte requests answered with 100,000 bytes each, to a client
+ * whose max_rx_bytes (150,000) holds one: the client receives the first
+ * response (held in m) and the second waits for memory. */
+static void two_long_responses(struct pair *p, uint8_t *big1, uint8_t *big2, size_t len,
+                               uint64_t ids[2], homa_msg *m)
+{
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(homa_engine_send_request(p->e[0], p->now, CPORT, &p->addr[1], SPORT, "q",
+                                                  1, 0, &ids[i]),
+                         0);
+        pair_settle(p);
+        homa_msg req;
+        assert_int_equal(homa_engine_recv(p->e[1], SPORT, HOMA_RECV_ANY, 0, &req), 0);
+        assert_int_equal(homa_engine_send_reply(p->e[1], p->now, SPORT, &req.peer, req.peer_port,
+                                                req.id, i ? big2 : big1, len),
+                         0);
+        homa_engine_release(p->e[1], &req);
+        pair_settle(p);
+    }
+    assert_int_equal(homa_engine_recv(p->e[0], CPORT, HOMA_RECV_ANY, ids[0], m), 0);
+    assert_int_equal(m->error, 0);
+    assert_memory_equal(m->data, big1, len);
+    homa_msg r;
+    assert_int_equal(homa_engine_recv(p->e[0], CPORT, HOMA_RECV_ANY, ids[1], &r), HOMA_ERR_AGAIN);
+    assert_int_equal(p->e[0]->mem_waits, 1);
+}
+
+/* A response that finds the client's max_rx_bytes spent waits for memory
+ * (the server hears BUSY meanwhile) instead of failing with
+ * HOMA_ERR_NOMEM: held for three of the server's timeouts, it neither
+ * fails nor restarts, and once the first is released it arrives whole. */
+static void homa_engine_input__memory_cap_makes_responses_wait(void **state)
+{
+    (void)state;
+    homa_config cfg;
+    homa_config_default(&cfg);
+    cfg.max_rx_bytes = 150000;
+    struct pair p;
+    setup_pair(&p, &cfg);
+    p.e[1]->cfg.timeout_ticks = 20; /* the server gives up sooner than the client */
+    static uint8_t big1[100000], big2[100000];
+    fill(big1, sizeof(big1), 1);
+    fill(big2, sizeof(big2), 2);
+    uint64_t ids[2];
+    homa_msg m, r;
+    two_long_responses(&p, big1, big2, sizeof(big1), ids, &m);
+    for (int t = 0; t < 60; t++) {
+        pair_advance(&p, MS);
+        assert_int_equal(homa_engine_recv(p.e[0], CPORT, HOMA_RECV_ANY, ids[1], &r),
+                         HOMA_ERR_AGAIN);
+    }
+    homa_counters c;
+    homa_engine_counters(p.e[0], &c);
+    assert_true(c.rx_bytes_peak <= 150000);
+    assert_true(c.busy_out > 0);
+    homa_engine_release(p.e[0], &m);
+    recv_within(&p, 0, CPORT, ids[1], &r, 9);
+    assert_int_equal(r.error, 0);
+    assert_int_equal(r.length, sizeof(big2));
+    assert_memory_equal(r.data, big2, sizeof(big2));
+    homa_engine_release(p.e[0], &r);
+    homa_engine_counters(p.e[0], &c);
+    assert_int_equal(c.client_timeouts, 0);
+    assert_int_equal(c.client_restarts, 0);
+    assert_int_equal(p.e[0]->mem_fails, 0);
+    homa_engine_counters(p.e[1], &c);
+    assert_int_equal(c.server_timeouts, 0);
+    for (int t = 0; t < 10; t++) /* the server's NEED_ACKs draw our acks */
+        pair_advance(&p, MS);
+    homa_engine_counters(p.e[1], &c);
+    assert_int_equal(c.rpcs_live, 0);
+    pair_destroy(&p);
+}
+
+/* A response waiting for memory that the application holds and never
+ * releases fails with HOMA_ERR_NOMEM a timeout after memory last moved,
+ * not sooner, and leaves no RPC behind on either side. */
+static void homa_engine_input__response_waiting_on_held_memory_fails(void **state)
+{
+    (void)state;
+    homa_config cfg;
+    homa_config_default(&cfg);
+    cfg.max_rx_bytes = 150000;
+    cfg.timeout_ticks = 20;
+    struct pair p;
+    setup_pair(&p, &cfg);
+    static uint8_t big1[100000], big2[100000];
+    uint64_t ids[2];
+    homa_msg m, r;
+    two_long_responses(&p, big1, big2, sizeof(big1), ids, &m);
+    int ticks = recv_within(&p, 0, CPORT, ids[1], &r, 25);
+    assert_true(ticks >= 19);
+    assert_int_equal(r.error, HOMA_ERR_NOMEM);
+    assert_int_equal(p.e[0]->mem_fails, 1);
+    assert_true(hlist_empty(&p.e[0]->mem_waitq));
+    homa_engine_release(p.e[0], &r);
+    homa_engine_release(p.e[0], &m);
+    for (int t = 0; t < 3 * 20; t++)
+        pair_advance(&p, MS);
+    homa_counters c;
+    homa_engine_counters(p.e[0], &c);
+    assert_int_equal(c.rpcs_live, 0);
+    assert_int_equal(c.rx_bytes_in_use, 0);
+    homa_engine_counters(p.e[1], &c);
+    assert_int_equal(c.rpcs_live, 0);
+    pair_destroy(&p);
+}
+
 /* A request longer than max_rx_bytes can never fit: refused at once, and
  * its client fails it within a timeout (RPC_UNKNOWN to every restart). */
 static void homa_engine_input__request_above_memory_cap_fails(void **state)
@@ -1974,6 +2082,8 @@ int main(void)
         cmocka_unit_test(homa_engine_input__memory_cap_makes_new_requests_wait),
         cmocka_unit_test(homa_engine_input__memory_waiters_fifo_and_dead_client),
         cmocka_unit_test(homa_engine_input__request_above_memory_cap_fails),
+        cmocka_unit_test(homa_engine_input__memory_cap_makes_responses_wait),
+        cmocka_unit_test(homa_engine_input__response_waiting_on_held_memory_fails),
         cmocka_unit_test(homa_engine_recv__flags_and_id),
         cmocka_unit_test(homa_engine_port_close__messages_stay_valid_until_release),
         cmocka_unit_test(homa_engine_msg_take__zero_copy_echo),
