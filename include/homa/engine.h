@@ -66,9 +66,9 @@ typedef struct homa_config {
      * response that finds it spent waits (its sender hears BUSY) and is
      * served first come first served as memory frees.  Refused are only a
      * message longer than the cap (a response: HOMA_ERR_NOMEM) and a
-     * response that waited for a timeout while no message received data
-     * and no memory was freed (HOMA_ERR_NOMEM: the application holds it
-     * all). */
+     * response that cannot fit beside the messages the application holds
+     * (received, not yet released) while none is released for a timeout
+     * (HOMA_ERR_NOMEM). */
     uint64_t max_rx_bytes;
     uint32_t max_rpcs;        /* cap on live RPCs (client + server); default 100,000 */
     uint32_t max_ports;       /* cap on open ports; default 1,024 */

@@ -613,8 +613,10 @@ static void rpc_release_in(struct homa_engine *eng, struct homa_rpc *rpc)
     eng->ctr.incoming_bytes -= homa_in_outstanding(&rpc->in);
     if (!rpc->in.taken) {
         eng->ctr.rx_bytes_in_use -= rpc->in.length;
-        eng->mem_progress_at = eng->now;
+        eng->mem_freed_at = eng->now;
     }
+    if (rpc->mem_held) eng->held_bytes -= rpc->in.length;
+    rpc->mem_held = false;
     homa_in_destroy(eng, rpc);
 }
 
@@ -957,7 +959,9 @@ void *homa_engine_msg_take(homa_engine *eng, homa_msg *msg)
     rpc->in.buf = NULL;
     /* the memory no longer counts against max_rx_bytes */
     eng->ctr.rx_bytes_in_use -= rpc->in.length;
-    eng->mem_progress_at = eng->now;
+    eng->mem_freed_at = eng->now;
+    if (rpc->mem_held) eng->held_bytes -= rpc->in.length;
+    rpc->mem_held = false;
     rpc->in.taken = true;
     msg->data = NULL;
     return buf;
@@ -1018,6 +1022,10 @@ static void deliver(struct homa_engine *eng, struct homa_rpc *rpc, homa_msg *msg
     if (rpc->in.active && !rpc->error) {
         msg->data = rpc->in.buf;
         msg->length = rpc->in.length;
+    }
+    if (rpc->in.active && !rpc->in.taken && !rpc->mem_held) {
+        rpc->mem_held = true;
+        eng->held_bytes += rpc->in.length;
     }
     msg->handle = rpc;
     rpc->app_holds = true;

@@ -181,7 +181,7 @@ static void client_restart(struct homa_engine *eng, struct homa_rpc *rpc)
         homa_grant_remove(eng, rpc);
         eng->ctr.incoming_bytes -= homa_in_outstanding(&rpc->in);
         eng->ctr.rx_bytes_in_use -= rpc->in.length;
-        eng->mem_progress_at = eng->now;
+        eng->mem_freed_at = eng->now;
         homa_in_destroy(eng, rpc);
     }
     hlist_del(&rpc->mem_node); /* its response will come afresh */
@@ -228,6 +228,7 @@ static void msgin_start(struct homa_engine *eng, struct homa_rpc *rpc, uint8_t *
 
 static uint64_t request_missing(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t now,
                                 bool silent);
+static void send_receiver_busy(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t now);
 
 /* Messages waiting for max_rx_bytes (requests and responses alike) get
  * their buffers, first come first served (a long one at the head holds
@@ -411,7 +412,6 @@ static int data_accept(struct homa_engine *eng, uint64_t now, const homa_addr *s
     eng->ctr.bytes_in += added;
     eng->ctr.dup_bytes_in += pkt->u.data.payload_len - added;
     if (added > 0) {
-        eng->mem_progress_at = now;
         rpc->in_progress = now;
         rpc->asks = 0;
         rpc->unknowns = 0; /* the server has the request: restarts are over */
@@ -608,6 +608,14 @@ static void handle_need_ack(struct homa_engine *eng, uint64_t now, const homa_ad
     if (rpc && (memcmp(&rpc->peer->addr, src, sizeof(*src)) != 0 || !rpc->port ||
                 rpc->port->num != pkt->dport || rpc->peer_port != pkt->sport))
         rpc = NULL;
+    if (rpc && rpc->state == RPC_CLIENT_ACTIVE && rpc->mem_wait) {
+        /* The response waits for our memory: what the server resent
+         * would be dropped again (W5 with 1,000 in flight retransmitted
+         * 0.7 bytes per byte delivered).  Tell it we are alive instead. */
+        rpc_heard(eng, rpc, now);
+        if (now - rpc->last_told >= eng->cfg.tick_ns) send_receiver_busy(eng, rpc, now);
+        return;
+    }
     if (rpc && rpc->state == RPC_CLIENT_ACTIVE) {
         /* The server has sent the whole response and we lack part of it:
          * the missing part was lost.  Ask for it now; waiting for our own
@@ -1066,20 +1074,22 @@ static bool check_rpc(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t no
     }
     if (rpc->mem_wait && !(rpc->id & 1)) {
         /* Our response waits for max_rx_bytes (mem_wait_serve brings it
-         * back): the pause is ours, so keep the server's RPC alive.  Given
-         * up only when for a timeout no incoming message got data and no
-         * memory was freed: the application holds all of it, and the wait
-         * would never end. */
-        uint64_t since =
-            rpc->mem_since > eng->mem_progress_at ? rpc->mem_since : eng->mem_progress_at;
+         * back): the pause is ours, so keep the server's RPC alive, for as
+         * long as it takes (1,000 W5 RPCs in flight wait for seconds).
+         * Given up only when it cannot fit unless the application lets go
+         * of messages it holds, and none was let go for a timeout: then
+         * the wait may never end (the application may be waiting for this
+         * very response). */
+        uint64_t since = rpc->mem_since > eng->mem_freed_at ? rpc->mem_since : eng->mem_freed_at;
+        bool stuck = eng->held_bytes + rpc->mem_len > eng->cfg.max_rx_bytes;
         homa_rpc_heard(eng, rpc, now);
-        if (homa_less_lag(now - since, lag) >= timeout) {
+        if (stuck && homa_less_lag(now - since, lag) >= timeout) {
             eng->mem_fails++;
             homa_rpc_fail(eng, rpc, HOMA_ERR_NOMEM);
             *next = NEVER;
             return false;
         }
-        *next = since + timeout + lag;
+        *next = stuck ? since + timeout + lag : now + timeout;
         if (since_prod >= resend_base && take_budget(eng, rpc, prod_class, now)) {
             send_receiver_busy(eng, rpc, now);
             rpc->last_prodded = now;

@@ -161,6 +161,7 @@ struct homa_rpc {
     uint16_t peer_port;
     uint8_t state;
     bool app_holds; /* the application holds a homa_msg pointing at us */
+    bool mem_held;  /* in.length counted in eng->held_bytes */
     bool zombie;    /* unlinked from everything; freed at release */
     int error;
     uint64_t cookie;
@@ -378,10 +379,14 @@ struct homa_engine {
     struct hlist grantable; /* incoming messages needing grants, SRPT order */
     struct hlist zombies;   /* freed RPCs whose message the app still holds */
     struct hlist mem_waitq; /* RPCs waiting for max_rx_bytes, FIFO */
-    /* Last time an incoming message took data or rx memory was freed: a
-     * client's response that waits for memory while neither happens for a
-     * timeout (the application holds it all) fails with HOMA_ERR_NOMEM. */
-    uint64_t mem_progress_at;
+    /* Bytes of delivered messages the application holds (counted in
+     * rx_bytes_in_use until released or taken), and the last time any rx
+     * memory was freed: a client's response that waits for memory it
+     * cannot get unless the application lets go (held_bytes plus its
+     * length exceed max_rx_bytes) while none is freed for a timeout fails
+     * with HOMA_ERR_NOMEM. */
+    uint64_t held_bytes;
+    uint64_t mem_freed_at;
     uint64_t mem_waits; /* RPCs that ever waited there (tests, diagnostics) */
     uint64_t mem_fails; /* responses failed for a wait that could not end */
 

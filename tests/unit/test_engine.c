@@ -1422,6 +1422,39 @@ static void homa_engine_input__memory_cap_makes_responses_wait(void **state)
     pair_destroy(&p);
 }
 
+/* A response the server sent whole (unscheduled) waits for the client's
+ * memory: the server's NEED_ACKs draw BUSY, not RESENDs, so nothing is
+ * retransmitted only to be dropped again; released, it arrives whole. */
+static void homa_engine_input__waiting_response_not_resent(void **state)
+{
+    (void)state;
+    homa_config cfg;
+    homa_config_default(&cfg);
+    cfg.max_rx_bytes = 50000;
+    struct pair p;
+    setup_pair(&p, &cfg);
+    static uint8_t s1[30000], s2[30000];
+    fill(s1, sizeof(s1), 3);
+    fill(s2, sizeof(s2), 4);
+    uint64_t ids[2];
+    homa_msg m, r;
+    two_long_responses(&p, s1, s2, sizeof(s1), ids, &m);
+    for (int t = 0; t < 60; t++)
+        pair_advance(&p, MS);
+    homa_counters c;
+    homa_engine_counters(p.e[1], &c);
+    assert_true(c.need_ack_out > 0);
+    assert_int_equal(c.retransmit_bytes, 0);
+    homa_engine_release(p.e[0], &m);
+    recv_within(&p, 0, CPORT, ids[1], &r, 9);
+    assert_int_equal(r.error, 0);
+    assert_memory_equal(r.data, s2, sizeof(s2));
+    homa_engine_release(p.e[0], &r);
+    homa_engine_counters(p.e[1], &c);
+    assert_true(c.retransmit_bytes <= sizeof(s2));
+    pair_destroy(&p);
+}
+
 /* A response waiting for memory that the application holds and never
  * releases fails with HOMA_ERR_NOMEM a timeout after memory last moved,
  * not sooner, and leaves no RPC behind on either side. */
@@ -2084,6 +2117,7 @@ int main(void)
         cmocka_unit_test(homa_engine_input__request_above_memory_cap_fails),
         cmocka_unit_test(homa_engine_input__memory_cap_makes_responses_wait),
         cmocka_unit_test(homa_engine_input__response_waiting_on_held_memory_fails),
+        cmocka_unit_test(homa_engine_input__waiting_response_not_resent),
         cmocka_unit_test(homa_engine_recv__flags_and_id),
         cmocka_unit_test(homa_engine_port_close__messages_stay_valid_until_release),
         cmocka_unit_test(homa_engine_msg_take__zero_copy_echo),
