@@ -1455,9 +1455,10 @@ static void homa_engine_input__waiting_response_not_resent(void **state)
     pair_destroy(&p);
 }
 
-/* A response waiting for memory that the application holds and never
- * releases fails with HOMA_ERR_NOMEM a timeout after memory last moved,
- * not sooner, and leaves no RPC behind on either side. */
+/* A response that cannot fit beside a message the application holds and
+ * never releases fails with HOMA_ERR_NOMEM a timeout after it began to
+ * wait (no memory was released since), not sooner, and leaves no RPC
+ * behind on either side. */
 static void homa_engine_input__response_waiting_on_held_memory_fails(void **state)
 {
     (void)state;
