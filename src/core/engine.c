@@ -611,12 +611,7 @@ static void rpc_release_in(struct homa_engine *eng, struct homa_rpc *rpc)
     if (!rpc->in.active) return;
     homa_grant_remove(eng, rpc);
     eng->ctr.incoming_bytes -= homa_in_outstanding(&rpc->in);
-    if (!rpc->in.taken) {
-        eng->ctr.rx_bytes_in_use -= rpc->in.length;
-        eng->mem_freed_at = eng->now;
-    }
-    if (rpc->mem_held) eng->held_bytes -= rpc->in.length;
-    rpc->mem_held = false;
+    if (!rpc->in.taken) homa_rx_mem_release(eng, rpc); /* a taken one was released then */
     homa_in_destroy(eng, rpc);
 }
 
@@ -631,8 +626,7 @@ static void rpc_free(struct homa_engine *eng, struct homa_rpc *rpc, bool tomb)
     rpc_tab_remove(eng, rpc);
     hlist_del(&rpc->all_node);
     hlist_del(&rpc->ready_node);
-    hlist_del(&rpc->mem_node);
-    rpc->mem_wait = false;
+    homa_mem_wait_leave(rpc);
     homa_timer_forget(rpc);
     homa_out_remove(eng, rpc);
     homa_free_outbuf(eng, rpc->out.buf, rpc->out.length);
@@ -679,8 +673,7 @@ void homa_rpc_fail(struct homa_engine *eng, struct homa_rpc *rpc, int err)
     if (rpc->state != RPC_CLIENT_ACTIVE) return;
     rpc->error = err;
     homa_out_remove(eng, rpc);
-    hlist_del(&rpc->mem_node); /* a response waiting for memory */
-    rpc->mem_wait = false;
+    homa_mem_wait_leave(rpc); /* a response waiting for memory */
     rpc_release_in(eng, rpc);
     homa_rpc_make_ready(eng, rpc);
 }
@@ -958,10 +951,7 @@ void *homa_engine_msg_take(homa_engine *eng, homa_msg *msg)
     void *buf = rpc->in.buf;
     rpc->in.buf = NULL;
     /* the memory no longer counts against max_rx_bytes */
-    eng->ctr.rx_bytes_in_use -= rpc->in.length;
-    eng->mem_freed_at = eng->now;
-    if (rpc->mem_held) eng->held_bytes -= rpc->in.length;
-    rpc->mem_held = false;
+    homa_rx_mem_release(eng, rpc);
     rpc->in.taken = true;
     msg->data = NULL;
     return buf;

@@ -180,12 +180,10 @@ static void client_restart(struct homa_engine *eng, struct homa_rpc *rpc)
     if (rpc->in.active) {
         homa_grant_remove(eng, rpc);
         eng->ctr.incoming_bytes -= homa_in_outstanding(&rpc->in);
-        eng->ctr.rx_bytes_in_use -= rpc->in.length;
-        eng->mem_freed_at = eng->now;
+        homa_rx_mem_release(eng, rpc);
         homa_in_destroy(eng, rpc);
     }
-    hlist_del(&rpc->mem_node); /* its response will come afresh */
-    rpc->mem_wait = false;
+    homa_mem_wait_leave(rpc); /* its response will come afresh */
     struct homa_msgout *m = &rpc->out;
     homa_out_remove(eng, rpc);
     m->next_xmit = 0;
@@ -242,8 +240,7 @@ static void mem_wait_serve(struct homa_engine *eng, uint64_t now)
         if (eng->ctr.rx_bytes_in_use + rpc->mem_len > eng->cfg.max_rx_bytes) break;
         uint8_t *buf = homa_buf_get(eng, rpc->mem_len);
         if (!buf) break;
-        hlist_del(&rpc->mem_node);
-        rpc->mem_wait = false;
+        homa_mem_wait_leave(rpc);
         msgin_start(eng, rpc, buf, rpc->mem_len, rpc->mem_incoming);
         request_missing(eng, rpc, now, true);
         rpc->last_prodded = now;
@@ -251,6 +248,14 @@ static void mem_wait_serve(struct homa_engine *eng, uint64_t now)
         served = true;
     }
     if (served) homa_grant_check(eng);
+}
+
+/* A new incoming message of len bytes waits for memory: none is left, or
+ * others wait for it first (served in order). */
+static bool must_wait_for_mem(const struct homa_engine *eng, uint32_t len)
+{
+    return len > 0 && (!hlist_empty(&eng->mem_waitq) ||
+                       eng->ctr.rx_bytes_in_use + len > eng->cfg.max_rx_bytes);
 }
 
 /* rpc's incoming message (its first DATA is pkt) has to wait for memory. */
@@ -321,8 +326,7 @@ static struct homa_rpc *data_target(struct homa_engine *eng, const homa_addr *sr
              * for its buffer, and its client hears BUSY, not RPC_UNKNOWN.
              * Refused outright, a live server's requests failed under load
              * (RPC_UNKNOWN restarts, refused again, for a timeout). */
-            if (len > 0 && (!hlist_empty(&eng->mem_waitq) ||
-                            eng->ctr.rx_bytes_in_use + len > eng->cfg.max_rx_bytes)) {
+            if (must_wait_for_mem(eng, len)) {
                 mem_wait_enter(eng, rpc, pkt);
                 *reason = HOMA_DROP_NO_MEMORY;
                 return NULL;
@@ -364,8 +368,7 @@ static struct homa_rpc *data_target(struct homa_engine *eng, const homa_addr *sr
              * waits for its buffer as a request does, and the server hears
              * BUSY from us.  Failed, a client with many long responses in
              * flight lost RPCs to its own cap (1,000 W4 RPCs in flight). */
-            if (len > 0 && (!hlist_empty(&eng->mem_waitq) ||
-                            eng->ctr.rx_bytes_in_use + len > eng->cfg.max_rx_bytes)) {
+            if (must_wait_for_mem(eng, len)) {
                 mem_wait_enter(eng, rpc, pkt);
                 return mem_waiting(eng, rpc, reason);
             }

@@ -537,6 +537,24 @@ static inline void homa_timer_soon(struct homa_engine *eng, struct homa_rpc *rpc
     homa_timer_schedule(eng, rpc, t);
 }
 
+/* rpc no longer waits in eng->mem_waitq (served, failed, restarted or
+ * freed); harmless if it was not waiting. */
+static inline void homa_mem_wait_leave(struct homa_rpc *rpc)
+{
+    hlist_del(&rpc->mem_node);
+    rpc->mem_wait = false;
+}
+
+/* rpc's incoming buffer stops counting against max_rx_bytes (it is freed,
+ * taken by the application, or discarded for a restart). */
+static inline void homa_rx_mem_release(struct homa_engine *eng, struct homa_rpc *rpc)
+{
+    eng->ctr.rx_bytes_in_use -= rpc->in.length;
+    eng->mem_freed_at = eng->now;
+    if (rpc->mem_held) eng->held_bytes -= rpc->in.length;
+    rpc->mem_held = false;
+}
+
 /* An interval d less the receive-path wait `lag` (not below 0). */
 static inline uint64_t homa_less_lag(uint64_t d, uint64_t lag)
 {
