@@ -384,7 +384,11 @@ static int exec_cmd(struct client *c, const struct homad_cmd *cmd, struct homad_
         }
         homa_endpoint dst = {.addr = cmd->addr, .port = cmd->peer_port};
         uint64_t id = 0;
-        e->result = homa_send(d->s, &dst, slot, cmd->len, cmd->cookie, &id);
+        /* The slot is the app's memory: homa_sendx copies it (no OWNED). */
+        unsigned fl = 0;
+        if (cmd->flags & HOMAD_SEND_PRIO_ON)
+            fl = HOMA_SEND_PRIO(HOMAD_SEND_PRIO_LO(cmd->flags), HOMAD_SEND_PRIO_HI(cmd->flags));
+        e->result = homa_sendx(d->s, &dst, (void *)slot, cmd->len, cmd->cookie, fl, &id);
         if (e->result == 0) {
             e->id = id;
             e->port = d->port;

@@ -16,6 +16,7 @@
  *   - progress is made in every call (homa_recv non-blocking): nothing
  *     blocks. */
 #include "homa_net.h"
+#include "tcmap.h"
 
 #include <homa/homa.h>
 
@@ -82,6 +83,7 @@ typedef struct hn_comm {
      * messages */
     uint8_t unacked[HN_MAX_WINDOW];
     ncclResult_t error; /* send: a failure acknowledged after its request was done */
+    unsigned send_flags; /* send: HOMA_SEND_PRIO of its traffic class, or 0 */
     /* listen: receive comms waiting for accept(), in arrival order */
     struct hn_comm *accept_head, *accept_tail;
     struct hn_comm *accept_next;
@@ -115,6 +117,7 @@ static struct {
     int eager;          /* a send is done once libhoma holds its copy */
     uint32_t live;      /* comms open */
     uint64_t linger_ns; /* the last close waits this long for replies' acks */
+    hn_tcmap tcmap;     /* NCCL_HOMA_TC_PRIO */
 } g;
 
 #define LOG(level, ...)                                                                            \
@@ -418,6 +421,14 @@ static ncclResult_t do_init(void)
             g.eager = 0;
         else if (strcmp(sd, "copied") != 0) {
             WARN("NCCL_HOMA_SEND_DONE=\"%s\": expected copied or delivered", sd);
+            bad = 1;
+        }
+    }
+    const char *tcp = getenv("NCCL_HOMA_TC_PRIO");
+    if (tcp && *tcp) {
+        char err[128];
+        if (hn_tcmap_parse(tcp, (int)o.config.num_priorities, &g.tcmap, err, sizeof(err)) != 0) {
+            WARN("NCCL_HOMA_TC_PRIO=\"%s\": %s", tcp, err);
             bad = 1;
         }
     }
@@ -736,7 +747,7 @@ ncclResult_t hn_listen(int dev, void *handle, void **listen_comm)
     return rc;
 }
 
-ncclResult_t hn_connect(int dev, void *handle, void **send_comm)
+ncclResult_t hn_connect(int dev, int tc, void *handle, void **send_comm)
 {
     if (!handle || !send_comm) return ncclInvalidArgument;
     *send_comm = NULL;
@@ -763,6 +774,12 @@ ncclResult_t hn_connect(int dev, void *handle, void **send_comm)
         memcpy(c->peer.addr.bytes, h + H_ADDR, 16);
         c->peer.port = (uint16_t)(h[H_PORT] | (h[H_PORT + 1] << 8));
         c->state = HN_CONNECTING;
+        int lo, hi;
+        if (hn_tcmap_lookup(&g.tcmap, tc, &lo, &hi)) {
+            c->send_flags = HOMA_SEND_PRIO(lo, hi);
+            INFO("NET/Homa: send comm %08x, traffic class %d: priority levels %d..%d", c->id, tc,
+                 lo, hi);
+        }
         uint8_t hello[HN_HDR_LEN] = {0};
         put32(hello, HN_MAGIC);
         hello[4] = HN_VERSION;
@@ -770,8 +787,8 @@ ncclResult_t hn_connect(int dev, void *handle, void **send_comm)
         put32(hello + 8, get32(h + H_LISTEN));
         put32(hello + 12, c->id);
         put32(hello + 16, c->window);
-        int hrc = homa_send(g.sock, &c->peer, hello, sizeof(hello),
-                            ((uint64_t)c->id << 32) | HN_HELLO_SEQ, NULL);
+        int hrc = homa_sendx(g.sock, &c->peer, hello, sizeof(hello),
+                             ((uint64_t)c->id << 32) | HN_HELLO_SEQ, c->send_flags, NULL);
         if (hrc != 0) {
             WARN("connect: homa_send: %s", homa_strerror(hrc));
             comm_free(c);
@@ -888,7 +905,8 @@ ncclResult_t hn_isend(void *send_comm, void *data, size_t size, int tag, void **
     put64(buf + 24, size);
     if (size) memcpy(buf + HN_HDR_LEN, data, size);
     uint64_t cookie = ((uint64_t)c->id << 32) | (uint32_t)c->next_seq;
-    int hrc = homa_send_owned(g.sock, &c->peer, buf, HN_HDR_LEN + size, cookie, NULL);
+    int hrc = homa_sendx(g.sock, &c->peer, buf, HN_HDR_LEN + size, cookie,
+                         HOMA_SEND_OWNED | c->send_flags, NULL);
     if (hrc != 0) {
         free(buf);
         /* Engine limits are transient: the request is retried. */

@@ -22,7 +22,8 @@ ncclResult_t hn_init(ncclDebugLogger_t log);
 ncclResult_t hn_devices(int *ndev);
 ncclResult_t hn_get_props(int dev, hn_props *out);
 ncclResult_t hn_listen(int dev, void *handle, void **listen_comm);
-ncclResult_t hn_connect(int dev, void *handle, void **send_comm);
+/* tc: the comm's NCCL traffic class, -1 for none (NCCL_HOMA_TC_PRIO). */
+ncclResult_t hn_connect(int dev, int tc, void *handle, void **send_comm);
 ncclResult_t hn_accept(void *listen_comm, void **recv_comm);
 ncclResult_t hn_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle);
 ncclResult_t hn_reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uint64_t offset,

@@ -18,7 +18,7 @@ static ncclResult_t connect_v8(int dev, void *handle, void **send_comm,
                                ncclNetDeviceHandle_v8_t **dev_comm)
 {
     (void)dev_comm; /* no device offload: NCCL finds *dev_comm untouched */
-    return hn_connect(dev, handle, send_comm);
+    return hn_connect(dev, NCCL_NET_TRAFFIC_CLASS_UNDEF, handle, send_comm);
 }
 
 static ncclResult_t accept_v8(void *listen_comm, void **recv_comm,
@@ -187,9 +187,10 @@ static ncclResult_t init_v10(ncclDebugLogger_t log, ncclProfilerCallback_t prof)
 static ncclResult_t connect_v10(int dev, ncclNetCommConfig_v10_t *config, void *handle,
                                 void **send_comm, ncclNetDeviceHandle_v10_t **dev_comm)
 {
-    (void)config; /* traffic classes: Homa uses its own priorities */
     (void)dev_comm;
-    return hn_connect(dev, handle, send_comm);
+    /* The traffic class picks the comm's priority levels (NCCL_HOMA_TC_PRIO). */
+    int tc = config ? config->trafficClass : NCCL_NET_TRAFFIC_CLASS_UNDEF;
+    return hn_connect(dev, tc, handle, send_comm);
 }
 
 static ncclResult_t isend_v10(void *send_comm, void *data, size_t size, int tag, void *mhandle,
@@ -233,16 +234,16 @@ HN_EXPORT const ncclNet_v10_t ncclNetPlugin_v10 = {
 
 /* ---- v11: a context per NCCL communicator ------------------------------- */
 
-/* All communicators share the process's one Homa socket, so a context only
- * proves init happened; it is a small allocation freed by finalize. */
+/* All communicators share the process's one Homa socket; a context keeps
+ * the communicator's traffic class for its connects. */
 typedef struct hn_ctx {
     uint64_t comm_id;
+    int tc;
 } hn_ctx;
 
 static ncclResult_t init_v11(void **ctx, uint64_t comm_id, ncclNetCommConfig_v11_t *config,
                              ncclDebugLogger_t log, ncclProfilerCallback_t prof)
 {
-    (void)config;
     (void)prof;
     if (!ctx) return ncclInvalidArgument;
     *ctx = NULL;
@@ -251,6 +252,7 @@ static ncclResult_t init_v11(void **ctx, uint64_t comm_id, ncclNetCommConfig_v11
     hn_ctx *c = malloc(sizeof(*c));
     if (!c) return ncclSystemError;
     c->comm_id = comm_id;
+    c->tc = config ? config->trafficClass : NCCL_NET_TRAFFIC_CLASS_UNDEF;
     *ctx = c;
     return ncclSuccess;
 }
@@ -270,9 +272,9 @@ static ncclResult_t listen_v11(void *ctx, int dev, void *handle, void **listen_c
 static ncclResult_t connect_v11(void *ctx, int dev, void *handle, void **send_comm,
                                 ncclNetDeviceHandle_v11_t **dev_comm)
 {
-    (void)ctx;
     (void)dev_comm;
-    return hn_connect(dev, handle, send_comm);
+    hn_ctx *c = ctx;
+    return hn_connect(dev, c ? c->tc : NCCL_NET_TRAFFIC_CLASS_UNDEF, handle, send_comm);
 }
 
 static ncclResult_t props_v11(int dev, ncclNetProperties_v11_t *p)

@@ -72,7 +72,10 @@ trap cleanup EXIT
 # The tree as git sees it (tracked files plus untracked, not ignored ones, so
 # uncommitted work is checked too), without build directories or .git.
 # dpkg-buildpackage writes its results next to the source directory.
-SRC=$WORK/libhoma-0.1.0
+# The version being packaged: debian/changelog's (e.g. 0.2.0-1), upstream part.
+DEBVER=$(dpkg-parsechangelog -l "$ROOT/debian/changelog" -S Version)
+UPVER=${DEBVER%-*}
+SRC=$WORK/libhoma-$UPVER
 mkdir -p "$SRC"
 (cd "$ROOT" && git ls-files -z --cached --others --exclude-standard |
     tar --null -T - --ignore-failed-read -cf - 2>/dev/null) | tar -x -C "$SRC"
@@ -96,9 +99,16 @@ for deb in "$WORK"/*.deb; do echo "   ${deb##*/}"; done
 
 if [[ $UPDATE_SYMBOLS == 1 ]]; then
     # From scratch (-I/dev/null: no old file to merge with, so no #MISSING
-    # lines), every symbol at the upstream version that has it now.
-    (cd "$SRC" && dpkg-gensymbols -plibhoma0 -Pdebian/libhoma0 -v0.1.0 -I/dev/null \
+    # lines), every symbol at this upstream version; then the symbols the
+    # old file had keep the release they came in.
+    old_syms=$(grep '@Base' "$ROOT/debian/libhoma0.symbols" || true)
+    (cd "$SRC" && dpkg-gensymbols -plibhoma0 -Pdebian/libhoma0 -v"$UPVER" -I/dev/null \
         -O"$ROOT/debian/libhoma0.symbols" -q -c0)
+    while read -r sym ver; do
+        if [[ -n $sym ]]; then
+            sed -i "s/^ ${sym//./\\.} .*/ $sym $ver/" "$ROOT/debian/libhoma0.symbols"
+        fi
+    done <<<"$old_syms"
     sed -i '1a * Build-Depends-Package: libhoma-dev' "$ROOT/debian/libhoma0.symbols"
     note "wrote debian/libhoma0.symbols ($(grep -c '@Base' "$ROOT/debian/libhoma0.symbols") symbols);"
     note "these packages were built with the old file: run scripts/deb-check.sh again to check"
@@ -145,7 +155,7 @@ for p in "${PACKAGES[@]}"; do
 done
 DEBS=()
 for p in "${PACKAGES[@]}"; do
-    DEBS+=("$WORK/${p}_0.1.0-1_$(dpkg --print-architecture).deb")
+    DEBS+=("$WORK/${p}_${DEBVER}_$(dpkg --print-architecture).deb")
 done
 note "dpkg -i ${PACKAGES[*]}"
 INSTALLED=1
@@ -198,7 +208,7 @@ if compgen -G "$ROOT/docs/man/libhoma.3.scd" >/dev/null; then
     note "man -w libhoma"
     # Listing first, then grep: with pipefail, grep -q quitting early
     # kills dpkg-deb with SIGPIPE and reads as a missing page.
-    listing=$(dpkg-deb -c "$WORK"/libhoma-dev_0.1.0-1_*.deb)
+    listing=$(dpkg-deb -c "$WORK"/libhoma-dev_"$DEBVER"_*.deb)
     grep -q 'usr/share/man/man3/libhoma.3' <<<"$listing" ||
         fail "libhoma-dev has no libhoma(3) page"
     if compgen -G "/usr/share/man/man3/libhoma.3*" >/dev/null; then

@@ -161,6 +161,19 @@ HOMA_API int homa_engine_send_reply_owned(homa_engine *eng, uint64_t now, uint16
  * response was already received by the application (release it instead). */
 HOMA_API int homa_engine_abort(homa_engine *eng, uint64_t now, uint16_t port, uint64_t id);
 
+/* Limits the priorities of the DATA packets of client RPC `id` (even) of
+ * `port` to lo..hi (0 <= lo <= hi < num_priorities; 0 lowest): first
+ * transmissions, retransmissions and a restarted request alike.  Within the
+ * range the usual choice stands (the receiver's cutoffs for unscheduled
+ * bytes, its grants for scheduled ones); outside it the nearer end is used.
+ * lo = hi pins one level, e.g. a class of traffic the network should keep
+ * apart.  Call it right after homa_engine_send_request*, before the next
+ * homa_engine_pull, for the first packets to obey; a later call governs the
+ * packets sent after it.  Errors: HOMA_ERR_INVAL (bad range),
+ * HOMA_ERR_NO_PORT, HOMA_ERR_NOT_FOUND (no such client RPC). */
+HOMA_API int homa_engine_request_priority(homa_engine *eng, uint16_t port, uint64_t id, int lo,
+                                          int hi);
+
 /* The network said `peer` cannot be reached (ICMP unreachable, reported
  * by the driver): every client RPC still waiting for it, on its Homa port
  * `port` (0 = any port), fails at once with HOMA_ERR_UNREACHABLE instead

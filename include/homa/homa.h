@@ -351,6 +351,23 @@ HOMA_API int homa_send(homa_socket *s, const homa_endpoint *dst, const void *buf
 HOMA_API int homa_send_owned(homa_socket *s, const homa_endpoint *dst, void *buf, size_t len,
                              uint64_t cookie, uint64_t *id);
 
+/* Flags of homa_sendx().  HOMA_SEND_OWNED: libhoma takes ownership of buf,
+ * as homa_send_owned() does (without it buf is only read, as by
+ * homa_send()).  HOMA_SEND_PRIO(lo, hi): the request's DATA packets, first
+ * transmissions and retransmissions, use priority levels lo..hi only
+ * (0 <= lo <= hi < the engine's num_priorities; 0 lowest, IP TOS = level
+ * << 5); inside the range Homa's own choice stands.  A class of traffic
+ * kept low (bulk transfers: 0..2) or pinned (lo = hi) this way lets the
+ * network and the receivers' priority queues tell it apart. */
+#define HOMA_SEND_OWNED 0x1u
+#define HOMA_SEND_PRIO(lo, hi) (0x2u | ((unsigned)(lo)&0xfu) << 8 | ((unsigned)(hi)&0xfu) << 12)
+
+/* homa_send() or homa_send_owned() with flags (above).  Errors: those of
+ * homa_send(), and HOMA_ERR_INVAL for unknown flags or a bad range (nothing
+ * was sent then; with HOMA_SEND_OWNED the caller keeps buf). */
+HOMA_API int homa_sendx(homa_socket *s, const homa_endpoint *dst, void *buf, size_t len,
+                        uint64_t cookie, unsigned flags, uint64_t *id);
+
 /* Receives the next message on s matching flags (HOMA_RECV_REQUEST,
  * HOMA_RECV_RESPONSE or HOMA_RECV_ANY from homa/engine.h) or, if id is
  * non-zero, the response of that client RPC.  Waits up to timeout_ns

@@ -973,6 +973,19 @@ int homa_engine_abort(homa_engine *eng, uint64_t now, uint16_t port_num, uint64_
     return 0;
 }
 
+int homa_engine_request_priority(homa_engine *eng, uint16_t port_num, uint64_t id, int lo, int hi)
+{
+    if (!eng || lo < 0 || lo > hi || hi >= (int)eng->cfg.num_priorities) return HOMA_ERR_INVAL;
+    struct homa_port *port = homa_port_find(eng, port_num);
+    if (!port) return HOMA_ERR_NO_PORT;
+    struct homa_rpc *rpc = (id & 1) ? NULL : homa_find_client(eng, id);
+    if (!rpc || rpc->port != port || rpc->zombie) return HOMA_ERR_NOT_FOUND;
+    rpc->prio_limit = true;
+    rpc->prio_lo = (uint8_t)lo;
+    rpc->prio_hi = (uint8_t)hi;
+    return 0;
+}
+
 int homa_engine_peer_unreachable(homa_engine *eng, uint64_t now, const homa_addr *peer,
                                  uint16_t port)
 {

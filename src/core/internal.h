@@ -214,6 +214,11 @@ struct homa_rpc {
     uint32_t mem_len, mem_incoming;
     uint64_t mem_since;
     struct hlist mem_node;
+    /* Client: the application limited the request's DATA packets to
+     * priorities prio_lo..prio_hi (homa_engine_request_priority); kept on
+     * the RPC, not in `out`, so that a restart keeps it. */
+    bool prio_limit;
+    uint8_t prio_lo, prio_hi;
     struct homa_msgout out;
     struct homa_msgin in;
     struct hlist all_node;   /* eng->rpcs */

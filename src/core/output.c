@@ -403,6 +403,10 @@ static void build_data(struct homa_engine *eng, struct homa_rpc *rpc, homa_pkt_o
         note_first_xmit(eng, m, start);
         m->next_xmit = end;
     }
+    if (rpc->prio_limit) {
+        if (prio < rpc->prio_lo) prio = rpc->prio_lo;
+        if (prio > rpc->prio_hi) prio = rpc->prio_hi;
+    }
 
     struct homa_wire_pkt pkt;
     memset(&pkt, 0, sizeof(pkt));

@@ -856,11 +856,12 @@ static int send_slot(struct homa_dcsock *s, struct homad_cmd *c, const void *buf
 }
 
 int homa_dc_send(struct homa_dcsock *s, const homa_endpoint *dst, const void *buf, size_t len,
-                 uint64_t cookie, uint64_t *id)
+                 uint64_t cookie, int prio, uint64_t *id)
 {
     struct homad_cmd c;
     memset(&c, 0, sizeof(c));
     c.op = HOMAD_OP_SEND;
+    if (prio >= 0) c.flags = HOMAD_SEND_PRIO(prio & 0xf, prio >> 4);
     c.addr = dst->addr;
     c.peer_port = dst->port;
     c.cookie = cookie;

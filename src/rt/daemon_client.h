@@ -28,8 +28,9 @@ void homa_dc_close(struct homa_dcsock *s);
 /* homa_socket_fd(): an eventfd homad writes when it delivers to s. */
 int homa_dc_fd(struct homa_dcsock *s);
 int homa_dc_linger(struct homa_dcsock *s, int64_t timeout_ns);
+/* prio: -1, or a priority range lo | hi << 4 (homa_sendx). */
 int homa_dc_send(struct homa_dcsock *s, const homa_endpoint *dst, const void *buf, size_t len,
-                 uint64_t cookie, uint64_t *id);
+                 uint64_t cookie, int prio, uint64_t *id);
 /* peer NULL: the peer of the unanswered request `id`. */
 int homa_dc_reply(struct homa_dcsock *s, const homa_addr *peer, uint16_t peer_port, uint64_t id,
                   const void *buf, size_t len);

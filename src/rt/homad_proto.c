@@ -116,8 +116,11 @@ static int all_zero(const uint8_t *p, size_t n)
 
 int homad_cmd_check(const struct homad_view *v, const struct homad_cmd *c)
 {
-    if (c->op == 0 || c->op >= HOMAD_OP__COUNT || c->flags != 0 || c->rsvd != 0 ||
-        !all_zero(c->pad, sizeof(c->pad)))
+    if (c->op == 0 || c->op >= HOMAD_OP__COUNT || c->rsvd != 0 || !all_zero(c->pad, sizeof(c->pad)))
+        return HOMA_ERR_INVAL;
+    if (c->flags != 0 &&
+        (c->op != HOMAD_OP_SEND || (c->flags & ~0xbfu) != 0 || !(c->flags & HOMAD_SEND_PRIO_ON) ||
+         HOMAD_SEND_PRIO_LO(c->flags) > HOMAD_SEND_PRIO_HI(c->flags)))
         return HOMA_ERR_INVAL;
     switch (c->op) {
     case HOMAD_OP_SEND:

@@ -61,7 +61,7 @@ enum homad_op {
 /* One command: 64 bytes.  Fields a command does not use must be zero. */
 struct homad_cmd {
     uint8_t op;
-    uint8_t flags; /* 0 */
+    uint8_t flags; /* 0; SEND: HOMAD_SEND_PRIO or 0 */
     uint16_t port;
     uint32_t slot;
     uint32_t len;
@@ -73,6 +73,13 @@ struct homad_cmd {
     uint16_t peer_port;
     uint8_t pad[6]; /* 0 */
 };
+
+/* SEND flags: the request's DATA packets use priorities lo..hi only
+ * (homa_sendx's HOMA_SEND_PRIO).  Bit 6 is 0. */
+#define HOMAD_SEND_PRIO_ON 0x80u
+#define HOMAD_SEND_PRIO(lo, hi) ((uint8_t)(HOMAD_SEND_PRIO_ON | ((lo)&7u) | ((hi)&7u) << 3))
+#define HOMAD_SEND_PRIO_LO(f) ((f)&7u)
+#define HOMAD_SEND_PRIO_HI(f) (((f) >> 3) & 7u)
 
 enum homad_kind {
     HOMAD_CQ_DONE = 1, /* a command finished: tag, result, port (OPEN), id (SEND) */

@@ -1752,17 +1752,21 @@ static void req_free_all(homa_socket *s)
     s->reqs_buckets = 0;
 }
 
+/* prio: -1, or lo | hi << 4 (a HOMA_SEND_PRIO range, already checked
+ * against 0..7; the engine checks it against num_priorities). */
 static int send_common(homa_socket *s, const homa_endpoint *dst, const void *buf, void *owned,
-                       size_t len, uint64_t cookie, uint64_t *id)
+                       size_t len, uint64_t cookie, int prio, uint64_t *id)
 {
     if (s == NULL || dst == NULL || (buf == NULL && owned == NULL && len > 0))
         return HOMA_ERR_INVAL;
     homa_runtime *rt = s->rt;
     if (rt->dc != NULL) {
-        int rc = homa_dc_send(s->dcs, dst, owned ? owned : buf, len, cookie, id);
+        int rc = homa_dc_send(s->dcs, dst, owned ? owned : buf, len, cookie, prio, id);
         if (rc == 0) free(owned); /* written into the shared region: ours to free */
         return rc;
     }
+    int lo = prio & 0xf, hi = prio >> 4;
+    if (prio >= 0 && hi >= (int)homa_engine_config(rt->eng)->num_priorities) return HOMA_ERR_INVAL;
     uint64_t rid = 0;
     pthread_mutex_lock(&rt->lock);
     path_prepare(rt, &dst->addr, now_ns());
@@ -1775,6 +1779,8 @@ static int send_common(homa_socket *s, const homa_endpoint *dst, const void *buf
     else
         rc = homa_engine_send_request(rt->eng, now_ns(), s->port, &dst->addr, dst->port, buf, len,
                                       cookie, &rid);
+    /* Before tx_app: the first packets obey the range too. */
+    if (rc == 0 && prio >= 0) homa_engine_request_priority(rt->eng, s->port, rid, lo, hi);
     if (rc == 0) {
         tx_app(rt);
         check_deadline(rt);
@@ -1787,14 +1793,33 @@ static int send_common(homa_socket *s, const homa_endpoint *dst, const void *buf
 int homa_send(homa_socket *s, const homa_endpoint *dst, const void *buf, size_t len,
               uint64_t cookie, uint64_t *id)
 {
-    return send_common(s, dst, buf, NULL, len, cookie, id);
+    return send_common(s, dst, buf, NULL, len, cookie, -1, id);
 }
 
 int homa_send_owned(homa_socket *s, const homa_endpoint *dst, void *buf, size_t len,
                     uint64_t cookie, uint64_t *id)
 {
     if (buf == NULL) return HOMA_ERR_INVAL;
-    return send_common(s, dst, NULL, buf, len, cookie, id);
+    return send_common(s, dst, NULL, buf, len, cookie, -1, id);
+}
+
+int homa_sendx(homa_socket *s, const homa_endpoint *dst, void *buf, size_t len, uint64_t cookie,
+               unsigned flags, uint64_t *id)
+{
+    if (flags & ~(HOMA_SEND_OWNED | HOMA_SEND_PRIO(15, 15))) return HOMA_ERR_INVAL;
+    int prio = -1;
+    if (flags & HOMA_SEND_PRIO(0, 0)) {
+        unsigned lo = (flags >> 8) & 0xfu, hi = (flags >> 12) & 0xfu;
+        if (lo > hi || hi > 7) return HOMA_ERR_INVAL;
+        prio = (int)(lo | hi << 4);
+    } else if (flags & 0xff00u) {
+        return HOMA_ERR_INVAL; /* a range without HOMA_SEND_PRIO */
+    }
+    if (flags & HOMA_SEND_OWNED) {
+        if (buf == NULL) return HOMA_ERR_INVAL;
+        return send_common(s, dst, NULL, buf, len, cookie, prio, id);
+    }
+    return send_common(s, dst, buf, NULL, len, cookie, prio, id);
 }
 
 /* peer NULL: look the peer up by id alone. */

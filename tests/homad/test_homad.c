@@ -34,6 +34,7 @@
 
 #include "integration/rt_util.h"
 #include "rt/homad_proto.h"
+#include "support/pcap_levels.h"
 
 extern char **environ;
 
@@ -369,6 +370,57 @@ static void homad__close_wakes_recv(void **state)
     stop_daemon_connected(rt, d);
 }
 
+/* homa_sendx's priority range travels to homad with the SEND command: the
+ * daemon's capture shows each request's DATA packets at its level only. */
+static void homad__send_priority_range(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/homad_prio_pcap_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    setenv("HOMA_PCAP", path, 1);
+    homa_runtime *rt;
+    pid_t d = start_daemon_connected(&rt);
+    unsetenv("HOMA_PCAP");
+    homa_socket *c, *srv;
+    assert_int_equal(homa_socket_open(rt, 0, &c), 0);
+    homa_endpoint lo;
+    homa_endpoint_from_host("127.0.0.1", 0, &lo);
+    assert_int_equal(homa_socket_bind(rt, &lo, &srv), 0);
+    homa_endpoint where;
+    homa_socket_local(srv, &where);
+    static uint8_t big[200000];
+    for (size_t i = 0; i < sizeof(big); i++)
+        big[i] = (uint8_t)(i * 13 + 1);
+    const unsigned flags[] = {HOMA_SEND_PRIO(6, 6), HOMA_SEND_PRIO(1, 1)};
+    for (int k = 0; k < 2; k++) {
+        uint64_t id;
+        assert_int_equal(homa_sendx(c, &where, big, sizeof(big), 0, flags[k], &id), 0);
+        homa_msg m;
+        assert_int_equal(homa_recv(srv, HOMA_RECV_REQUEST, 0, 5000000000ll, &m), 0);
+        assert_int_equal(m.length, sizeof(big));
+        assert_memory_equal(m.data, big, sizeof(big));
+        assert_int_equal(homa_reply_msg(srv, &m, "ok", 2), 0);
+        homa_release(srv, &m);
+        assert_int_equal(homa_recv(c, HOMA_RECV_RESPONSE, id, 5000000000ll, &m), 0);
+        homa_release(c, &m);
+    }
+    assert_int_equal(homa_sendx(c, &where, big, 10, 0, HOMA_SEND_PRIO(4, 3), NULL), HOMA_ERR_INVAL);
+    homa_socket_close(srv);
+    homa_socket_close(c);
+    stop_daemon_connected(rt, d); /* homad closes its capture */
+    uint64_t lv[8];
+    assert_int_equal(pcap_levels(path, lv), 0);
+    unlink(path);
+    print_message("large packets at levels 0..7: %llu %llu %llu %llu %llu %llu %llu %llu\n",
+                  (unsigned long long)lv[0], (unsigned long long)lv[1], (unsigned long long)lv[2],
+                  (unsigned long long)lv[3], (unsigned long long)lv[4], (unsigned long long)lv[5],
+                  (unsigned long long)lv[6], (unsigned long long)lv[7]);
+    assert_true(lv[6] >= 2 && lv[1] >= 2);
+    assert_int_equal(lv[6] + lv[1], levels_outside(lv, 1, 0));
+}
+
 /* Delivered messages wait per socket in two queues: homa_recv takes a
  * response by id in any order, by kind, or any in arrival order, and an
  * abort drops a response already delivered. */
@@ -642,6 +694,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(homad__app_killed_mid_rpc, setup, teardown),
         cmocka_unit_test_setup_teardown(homad__daemon_killed, setup, teardown),
         cmocka_unit_test_setup_teardown(homad__close_wakes_recv, setup, teardown),
+        cmocka_unit_test_setup_teardown(homad__send_priority_range, setup, teardown),
         cmocka_unit_test_setup_teardown(homad__recv_by_id_kind_and_order, setup, teardown),
         cmocka_unit_test_setup_teardown(homad__socket_fd, setup, teardown),
         cmocka_unit_test_setup_teardown(homad__policy_and_quotas, setup, teardown),

@@ -149,7 +149,19 @@ static void cmd_check__fields(void **state)
     c.op = HOMAD_OP__COUNT;
     assert_int_equal(homad_cmd_check(&r.v, &c), HOMA_ERR_INVAL);
     c = ok;
-    c.flags = 1;
+    c.flags = 1; /* a range without HOMAD_SEND_PRIO_ON */
+    assert_int_equal(homad_cmd_check(&r.v, &c), HOMA_ERR_INVAL);
+    c.flags = HOMAD_SEND_PRIO(2, 5);
+    assert_int_equal(homad_cmd_check(&r.v, &c), 0);
+    c.flags = HOMAD_SEND_PRIO(7, 7);
+    assert_int_equal(homad_cmd_check(&r.v, &c), 0);
+    c.flags = HOMAD_SEND_PRIO(5, 2); /* lo above hi */
+    assert_int_equal(homad_cmd_check(&r.v, &c), HOMA_ERR_INVAL);
+    c.flags = HOMAD_SEND_PRIO(0, 0) | 0x40; /* the spare bit */
+    assert_int_equal(homad_cmd_check(&r.v, &c), HOMA_ERR_INVAL);
+    c.op = HOMAD_OP_REPLY; /* only SEND takes flags */
+    c.id = 5;
+    c.flags = HOMAD_SEND_PRIO(0, 0);
     assert_int_equal(homad_cmd_check(&r.v, &c), HOMA_ERR_INVAL);
     c = ok;
     c.pad[5] = 1;

@@ -184,6 +184,66 @@ static void test_zero_copy_send_take_reply(void **state)
     homa_runtime_destroy(srt);
 }
 
+/* homa_sendx: copied and owned buffers, with and without a priority range,
+ * all answered; bad flags and ranges refused before anything is sent. */
+static void test_sendx_flags(void **state)
+{
+    (void)state;
+    homa_runtime *rt = new_rt();
+    struct echo_server e = {0};
+    echo_start(&e, rt, 0);
+    homa_socket *c;
+    assert_int_equal(homa_socket_open(rt, 0, &c), 0);
+    homa_endpoint dst;
+    assert_int_equal(homa_endpoint_from_host("127.0.0.1", homa_socket_port(e.sock), &dst), 0);
+    const unsigned flags[] = {0, HOMA_SEND_PRIO(0, 0), HOMA_SEND_PRIO(2, 5), HOMA_SEND_OWNED,
+                              HOMA_SEND_OWNED | HOMA_SEND_PRIO(7, 7)};
+    for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++) {
+        size_t len = 100000;
+        uint8_t *req = malloc(len), *want = malloc(len);
+        rt_fill(req, len, 500 + (int)i);
+        memcpy(want, req, len);
+        uint64_t id;
+        assert_int_equal(homa_sendx(c, &dst, req, len, 11, flags[i], &id), 0);
+        if (!(flags[i] & HOMA_SEND_OWNED)) {
+            memset(req, 0, len); /* copied: the caller's buffer is free at once */
+            free(req);
+        }
+        homa_msg r;
+        assert_int_equal(homa_recv(c, HOMA_RECV_RESPONSE, id, 10 * SEC, &r), 0);
+        assert_int_equal(r.cookie, 11);
+        assert_int_equal(r.length, len);
+        assert_memory_equal(r.data, want, len);
+        homa_release(c, &r);
+        free(want);
+    }
+    char b[4] = "abc";
+    const unsigned bad[] = {0x4u, HOMA_SEND_PRIO(3, 2), HOMA_SEND_PRIO(0, 8), HOMA_SEND_PRIO(9, 9),
+                            0x0300u /* a range without the flag */};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(homa_sendx(c, &dst, b, 3, 0, bad[i], NULL), HOMA_ERR_INVAL);
+    assert_int_equal(homa_sendx(c, &dst, NULL, 3, 0, HOMA_SEND_OWNED, NULL), HOMA_ERR_INVAL);
+    assert_int_equal(homa_sendx(NULL, &dst, b, 3, 0, 0, NULL), HOMA_ERR_INVAL);
+    homa_socket_close(c);
+    echo_stop(&e);
+    assert_int_equal(e.served, 5);
+    homa_runtime_destroy(rt);
+
+    /* The range is checked against the engine's levels. */
+    homa_runtime_options o;
+    rt_test_options(&o, 1);
+    o.config.num_priorities = 4;
+    o.config.unsched_cutoffs[3] = 1000000;
+    for (int i = 4; i < 8; i++)
+        o.config.unsched_cutoffs[i] = 0;
+    assert_int_equal(homa_runtime_create(&o, &rt), 0);
+    assert_int_equal(homa_socket_open(rt, 0, &c), 0);
+    assert_int_equal(homa_sendx(c, &dst, b, 3, 0, HOMA_SEND_PRIO(0, 4), NULL), HOMA_ERR_INVAL);
+    assert_int_equal(homa_sendx(c, &dst, b, 3, 0, HOMA_SEND_PRIO(3, 3), NULL), 0);
+    homa_socket_close(c);
+    homa_runtime_destroy(rt);
+}
+
 static void test_recv_by_id_and_flags(void **state)
 {
     (void)state;
@@ -791,6 +851,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_echo_ipv4_ipv6),
         cmocka_unit_test(test_zero_copy_send_take_reply),
+        cmocka_unit_test(test_sendx_flags),
         cmocka_unit_test(test_recv_by_id_and_flags),
         cmocka_unit_test(test_server_reply_rules),
         cmocka_unit_test(test_eventfd),

@@ -20,6 +20,7 @@ typedef struct drv {
     const ncclNet_v10_t *n10;
     const ncclNet_v11_t *n11;
     void *ctx; /* v11 */
+    int tc;    /* v10+: the traffic class given to connect (v10) or init (v11) */
 } drv;
 
 static inline void drv_logger(ncclDebugLogLevel level, unsigned long flags, const char *file,
@@ -40,6 +41,7 @@ static inline int drv_open(drv *d, const char *path, int ver)
 {
     memset(d, 0, sizeof(*d));
     d->ver = ver;
+    d->tc = NCCL_NET_TRAFFIC_CLASS_UNDEF;
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         fprintf(stderr, "dlopen %s: %s\n", path, dlerror());
@@ -87,7 +89,7 @@ static inline const char *drv_name(const drv *d)
 
 static inline ncclResult_t drv_init(drv *d)
 {
-    ncclNetCommConfig_v11_t cfg = {NCCL_NET_TRAFFIC_CLASS_UNDEF};
+    ncclNetCommConfig_v11_t cfg = {d->tc};
     switch (d->ver) {
     case 8:
         return d->n8->init(drv_logger);
@@ -156,7 +158,7 @@ static inline ncclResult_t drv_listen(drv *d, int dev, void *handle, void **l)
 static inline ncclResult_t drv_connect(drv *d, int dev, void *handle, void **s)
 {
     ncclNetDeviceHandle_v8_t *dh = NULL;
-    ncclNetCommConfig_v10_t cfg = {NCCL_NET_TRAFFIC_CLASS_UNDEF};
+    ncclNetCommConfig_v10_t cfg = {d->tc};
     switch (d->ver) {
     case 8:
         return d->n8->connect(dev, handle, s, &dh);

@@ -9,6 +9,7 @@
  * The plugin is only ever loaded in forked children: its runtime threads
  * would not survive a fork. */
 #include "plugin_drv.h"
+#include "support/pcap_levels.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -122,11 +123,17 @@ static int run_children(int n, child_fn fn, const void *arg)
     return bad ? -1 : 0;
 }
 
-static void open_plugin(drv *d, int ver)
+static void open_plugin_tc(drv *d, int ver, int tc)
 {
     setenv("NCCL_HOMA_ADDRS", "127.0.0.1", 1);
     CHECK(drv_open(d, HOMA_NCCL_PLUGIN, ver) == 0, "cannot load v%d", ver);
+    d->tc = tc;
     CHECK(drv_init(d) == ncclSuccess, "init v%d", ver);
+}
+
+static void open_plugin(drv *d, int ver)
+{
+    open_plugin_tc(d, ver, NCCL_NET_TRAFFIC_CLASS_UNDEF);
 }
 
 /* Connects to the handle `next` and accepts on l, both non-blocking and
@@ -172,6 +179,9 @@ typedef struct ring_args {
     int iters;
     const char *faults;
     const char *send_done; /* NCCL_HOMA_SEND_DONE, NULL = default */
+    const char *tc_prio;   /* NCCL_HOMA_TC_PRIO, NULL = unset */
+    int tc;                /* the comms' traffic class (v10+) */
+    const char *pcap_dir;  /* HOMA_PCAP=pcap_dir/RANK.pcap, NULL = none */
 } ring_args;
 
 /* Size of message it; every 16th is a whole 4 MiB buffer. */
@@ -211,8 +221,14 @@ static void ring_child(int rank, int n, int **pipes, const void *arg)
     const ring_args *a = arg;
     if (a->faults) setenv("HOMA_FAULTS", a->faults, 1);
     if (a->send_done) setenv("NCCL_HOMA_SEND_DONE", a->send_done, 1);
+    if (a->tc_prio) setenv("NCCL_HOMA_TC_PRIO", a->tc_prio, 1);
+    if (a->pcap_dir) {
+        char path[512];
+        snprintf(path, sizeof(path), "%s/%d.pcap", a->pcap_dir, rank);
+        setenv("HOMA_PCAP", path, 1);
+    }
     drv d;
-    open_plugin(&d, a->ver);
+    open_plugin_tc(&d, a->ver, a->tc_prio ? a->tc : NCCL_NET_TRAFFIC_CLASS_UNDEF);
     int ndev = 0;
     CHECK(drv_devices(&d, &ndev) == ncclSuccess && ndev >= 1, "devices");
 
@@ -346,12 +362,15 @@ static void ring_child(int rank, int n, int **pipes, const void *arg)
     free(sbuf);
     free(rbuf);
     free(want);
+    /* The runtime lives until _exit: write out the capture's buffer (a
+     * record being written meanwhile may come out cut short). */
+    if (a->pcap_dir) fflush(NULL);
 }
 
 static void ring_mode(int n, int ver, int iters, const char *faults, const char *send_done)
 {
     iters = iters / SLOW < 16 ? 16 : iters / SLOW; /* 16 reaches the first 4 MiB message */
-    ring_args a = {ver, iters, faults, send_done};
+    ring_args a = {ver, iters, faults, send_done, NULL, 0, NULL};
     double t0 = now_s();
     assert_int_equal(run_children(n, ring_child, &a), 0);
     print_message("ring of %d, v%d, %d messages each%s%s%s%s: %.2f s\n", n, ver, iters,
@@ -415,6 +434,89 @@ static void nccl_ring__four_procs_with_loss(void **state)
 {
     (void)state;
     ring(4, 9, 32, "drop=0.02,seed=7");
+}
+
+/* ---- traffic classes ----------------------------------------------------- */
+
+/* Runs a pair ring with a capture in each process; levels[] sums both
+ * captures (each holds both directions). */
+static void ring_levels(int ver, const char *tc_prio, int tc, uint64_t levels[8])
+{
+    char dir[] = "/tmp/homa-nccl-tc-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    ring_args a = {ver, 16, NULL, NULL, tc_prio, tc, dir};
+    assert_int_equal(run_children(2, ring_child, &a), 0);
+    memset(levels, 0, 8 * sizeof(levels[0]));
+    for (int r = 0; r < 2; r++) {
+        char path[64];
+        uint64_t l[8];
+        snprintf(path, sizeof(path), "%s/%d.pcap", dir, r);
+        assert_int_equal(pcap_levels(path, l), 0);
+        unlink(path);
+        for (int i = 0; i < 8; i++)
+            levels[i] += l[i];
+    }
+    rmdir(dir);
+    print_message("v%d NCCL_HOMA_TC_PRIO=%s, class %d: large packets at levels 0..7: %llu %llu "
+                  "%llu %llu %llu %llu %llu %llu\n",
+                  ver, tc_prio ? tc_prio : "(unset)", tc, (unsigned long long)levels[0],
+                  (unsigned long long)levels[1], (unsigned long long)levels[2],
+                  (unsigned long long)levels[3], (unsigned long long)levels[4],
+                  (unsigned long long)levels[5], (unsigned long long)levels[6],
+                  (unsigned long long)levels[7]);
+}
+
+static uint64_t levels_sum(const uint64_t levels[8])
+{
+    return levels_outside(levels, 1, 0);
+}
+
+/* NCCL_HOMA_TC_PRIO maps a comm's traffic class (v10 connect config, v11
+ * init config; "*" also the classless comms of v8/v9) to the levels its
+ * messages use: every large packet of the ring lands there, while without
+ * the map Homa's own levels (unscheduled level 0 for 4 MiB, 4 for 512 KiB,
+ * granted levels for the rest) show up outside them. */
+static void nccl_plugin__traffic_class_sets_levels(void **state)
+{
+    (void)state;
+    uint64_t lv[8];
+    ring_levels(10, NULL, 0, lv);
+    assert_true(levels_sum(lv) > 100);
+    assert_true(levels_outside(lv, 6, 6) > 0);
+    assert_true(levels_outside(lv, 1, 2) > 0);
+    ring_levels(10, "0:3,106:6", 106, lv);
+    assert_true(levels_sum(lv) > 100);
+    assert_int_equal(levels_outside(lv, 6, 6), 0);
+    ring_levels(11, "106:6,*:1-2", 7, lv);
+    assert_true(levels_sum(lv) > 100);
+    assert_int_equal(levels_outside(lv, 1, 2), 0);
+    ring_levels(8, "*:6", 0, lv);
+    assert_true(levels_sum(lv) > 100);
+    assert_int_equal(levels_outside(lv, 6, 6), 0);
+}
+
+/* A malformed NCCL_HOMA_TC_PRIO fails init (each in a fresh process: init
+ * runs once per process). */
+static void bad_tc_child(int rank, int n, int **pipes, const void *arg)
+{
+    (void)rank;
+    (void)n;
+    (void)pipes;
+    setenv("NCCL_HOMA_ADDRS", "127.0.0.1", 1);
+    setenv("NCCL_HOMA_TC_PRIO", arg, 1);
+    drv d;
+    CHECK(drv_open(&d, HOMA_NCCL_PLUGIN, 10) == 0, "cannot load");
+    CHECK(drv_init(&d) == ncclInvalidArgument, "init accepted NCCL_HOMA_TC_PRIO=%s",
+          (const char *)arg);
+}
+
+static void nccl_plugin__bad_traffic_class_map_refused(void **state)
+{
+    (void)state;
+    static const char *const bad[] = {"106",  "106:8", "106:3-2", "x:1",     "106:1,106:2",
+                                      "1:1,", "-1:2",  "*:1-",    "1:1;2:2", "1234567890:1"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(run_children(1, bad_tc_child, bad[i]), 0);
 }
 
 /* ---- properties and bad input ------------------------------------------ */
@@ -628,6 +730,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(nccl_plugin__properties),
         cmocka_unit_test(nccl_plugin__bad_input_refused),
+        cmocka_unit_test(nccl_plugin__traffic_class_sets_levels),
+        cmocka_unit_test(nccl_plugin__bad_traffic_class_map_refused),
         cmocka_unit_test(nccl_close__in_flight_refused),
         cmocka_unit_test(nccl_ring__pair_v8),
         cmocka_unit_test(nccl_ring__pair_v9),

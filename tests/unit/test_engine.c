@@ -1211,6 +1211,118 @@ static void homa_engine_abort__frees_and_server_cleans_up(void **state)
     pair_destroy(&p);
 }
 
+/* Records the priorities of the client's DATA packets per request (by
+ * sender id), first transmissions and retransmissions apart, and drops the
+ * last packet of each request's first transmission so that recovery runs. */
+struct prio_seen {
+    uint64_t id[2];
+    uint32_t length;
+    int min[2][2], max[2][2], pkts[2][2]; /* [request][retransmit] */
+    uint32_t dropped[2];
+};
+static int prio_filter(void *arg, int from, const struct pair_pkt *pk)
+{
+    struct prio_seen *s = arg;
+    if (from != 0 || pk->type != HOMA_PKT_DATA) return 0;
+    struct homa_wire_pkt w;
+    assert_int_equal(homa_wire_decode(pk->data, pk->len, &w), 0);
+    int r = w.sender_id == s->id[0] ? 0 : w.sender_id == s->id[1] ? 1 : -1;
+    if (r < 0) return 0;
+    int x = w.u.data.retransmit ? 1 : 0;
+    if (s->pkts[r][x]++ == 0 || pk->priority < s->min[r][x]) s->min[r][x] = pk->priority;
+    if (pk->priority > s->max[r][x]) s->max[r][x] = pk->priority;
+    if (!x && w.u.data.offset + w.u.data.payload_len == s->length && !s->dropped[r]) {
+        s->dropped[r] = 1;
+        return 1;
+    }
+    return 0;
+}
+
+/* A request limited to levels 1..2 sends every DATA packet there: its
+ * unscheduled bytes (level 4 by the cutoffs), its scheduled ones (granted
+ * at level 0 with nothing else incoming) and the retransmission after
+ * silence (level 7) are moved into the range; the same request without the
+ * limit shows the levels it would have used. */
+static void homa_engine_request_priority__limits_data_packets(void **state)
+{
+    (void)state;
+    struct pair p;
+    struct prio_seen s;
+    memset(&s, 0, sizeof(s));
+    setup_pair(&p, NULL);
+    p.filter = prio_filter;
+    p.filter_arg = &s;
+    static uint8_t req[200000];
+    fill(req, sizeof(req), 3);
+    s.length = sizeof(req);
+    for (int r = 0; r < 2; r++) {
+        assert_int_equal(homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, req,
+                                                  sizeof(req), 0, &s.id[r]),
+                         0);
+        if (r == 0) assert_int_equal(homa_engine_request_priority(p.e[0], CPORT, s.id[r], 1, 2), 0);
+        pair_settle(&p);
+        homa_msg m;
+        recv_within(&p, 1, SPORT, 0, &m, 20);
+        assert_int_equal(m.length, sizeof(req));
+        assert_memory_equal(m.data, req, sizeof(req));
+        assert_int_equal(
+            homa_engine_send_reply(p.e[1], p.now, SPORT, &m.peer, m.peer_port, m.id, "ok", 2), 0);
+        homa_engine_release(p.e[1], &m);
+        recv_within(&p, 0, CPORT, s.id[r], &m, 20);
+        assert_int_equal(m.error, 0);
+        homa_engine_release(p.e[0], &m);
+    }
+    for (int r = 0; r < 2; r++) {
+        assert_int_equal(s.dropped[r], 1);
+        assert_true(s.pkts[r][0] > 100);
+        assert_true(s.pkts[r][1] >= 1);
+    }
+    /* limited: 1..2 and both ends used */
+    assert_int_equal(s.min[0][0], 1);
+    assert_int_equal(s.max[0][0], 2);
+    assert_int_equal(s.min[0][1], 2);
+    assert_int_equal(s.max[0][1], 2);
+    /* unlimited: outside 1..2 on both sides */
+    assert_int_equal(s.min[1][0], 0);
+    assert_true(s.max[1][0] >= 3);
+    assert_int_equal(s.max[1][1], 7);
+    pair_destroy(&p);
+}
+
+static void homa_engine_request_priority__errors(void **state)
+{
+    (void)state;
+    struct pair p;
+    setup_pair(&p, NULL);
+    uint64_t id;
+    assert_int_equal(
+        homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, "abc", 3, 0, &id), 0);
+    homa_engine *e = p.e[0];
+    assert_int_equal(homa_engine_request_priority(NULL, CPORT, id, 0, 0), HOMA_ERR_INVAL);
+    assert_int_equal(homa_engine_request_priority(e, CPORT, id, -1, 3), HOMA_ERR_INVAL);
+    assert_int_equal(homa_engine_request_priority(e, CPORT, id, 3, 2), HOMA_ERR_INVAL);
+    assert_int_equal(homa_engine_request_priority(e, CPORT, id, 0, 8), HOMA_ERR_INVAL);
+    assert_int_equal(homa_engine_request_priority(e, CPORT + 1, id, 0, 7), HOMA_ERR_NO_PORT);
+    assert_int_equal(homa_engine_request_priority(e, CPORT, id + 2, 0, 7), HOMA_ERR_NOT_FOUND);
+    assert_int_equal(homa_engine_request_priority(e, CPORT, id | 1, 0, 7), HOMA_ERR_NOT_FOUND);
+    assert_int_equal(homa_engine_request_priority(e, CPORT, id, 7, 7), 0);
+    pair_destroy(&p);
+    /* the range is checked against the configured levels */
+    homa_config cfg;
+    homa_config_default(&cfg);
+    cfg.num_priorities = 4;
+    cfg.unsched_cutoffs[3] = 1000000;
+    for (int i = 4; i < 8; i++)
+        cfg.unsched_cutoffs[i] = 0;
+    assert_int_equal(homa_config_validate(&cfg, NULL), 0);
+    setup_pair(&p, &cfg);
+    assert_int_equal(
+        homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, "abc", 3, 0, &id), 0);
+    assert_int_equal(homa_engine_request_priority(p.e[0], CPORT, id, 0, 4), HOMA_ERR_INVAL);
+    assert_int_equal(homa_engine_request_priority(p.e[0], CPORT, id, 0, 3), 0);
+    pair_destroy(&p);
+}
+
 /* A request that finds max_rx_bytes spent waits for memory without a
  * buffer; its client hears BUSY (not RPC_UNKNOWN), so it neither fails nor
  * restarts while the server is alive, however long the wait.  (Before, the
@@ -2113,6 +2225,8 @@ int main(void)
         cmocka_unit_test(homa_engine_timer__unknowns_fail_only_after_timeout),
         cmocka_unit_test(homa_engine_output__packets_follow_path_payload),
         cmocka_unit_test(homa_engine_abort__frees_and_server_cleans_up),
+        cmocka_unit_test(homa_engine_request_priority__limits_data_packets),
+        cmocka_unit_test(homa_engine_request_priority__errors),
         cmocka_unit_test(homa_engine_input__memory_cap_makes_new_requests_wait),
         cmocka_unit_test(homa_engine_input__memory_waiters_fifo_and_dead_client),
         cmocka_unit_test(homa_engine_input__request_above_memory_cap_fails),
