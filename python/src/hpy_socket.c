@@ -124,23 +124,53 @@ static PyObject *Socket_fileno(SocketObject *self, PyObject *Py_UNUSED(ignored))
     return PyLong_FromLong(homa_socket_fd(self->s));
 }
 
+/* send()'s priority=: None, a level, or a (lo, hi) pair -> homa_sendx
+ * flags (0 for None); -1 with ValueError/TypeError set. */
+static long priority_flags(PyObject *o)
+{
+    if (o == NULL || o == Py_None) return 0;
+    long lo, hi;
+    if (PyLong_Check(o)) {
+        lo = hi = PyLong_AsLong(o);
+        if (lo == -1 && PyErr_Occurred()) return -1;
+    } else if (PyTuple_Check(o) && PyTuple_GET_SIZE(o) == 2) {
+        lo = PyLong_AsLong(PyTuple_GET_ITEM(o, 0));
+        if (lo == -1 && PyErr_Occurred()) return -1;
+        hi = PyLong_AsLong(PyTuple_GET_ITEM(o, 1));
+        if (hi == -1 && PyErr_Occurred()) return -1;
+    } else {
+        PyErr_SetString(PyExc_TypeError, "send: priority must be None, a level or (lo, hi)");
+        return -1;
+    }
+    if (lo < 0 || lo > hi || hi > 7) {
+        PyErr_Format(PyExc_ValueError,
+                     "send: priority levels must satisfy 0 <= lo <= hi <= 7, "
+                     "not (%ld, %ld)",
+                     lo, hi);
+        return -1;
+    }
+    return (long)HOMA_SEND_PRIO(lo, hi);
+}
+
 static PyObject *Socket_send(SocketObject *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"dest", "data", "cookie", NULL};
-    PyObject *dest;
+    static char *kwlist[] = {"dest", "data", "cookie", "priority", NULL};
+    PyObject *dest, *prio = NULL;
     Py_buffer data;
     unsigned long long cookie = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "Oy*|K", kwlist, &dest, &data, &cookie))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "Oy*|K$O", kwlist, &dest, &data, &cookie, &prio))
         return NULL;
+    long flags = priority_flags(prio);
     homa_endpoint ep;
-    if (hpy_parse_endpoint(dest, &ep, "dest") < 0 || hpy_socket_enter(self, "send") < 0) {
+    if (flags < 0 || hpy_parse_endpoint(dest, &ep, "dest") < 0 ||
+        hpy_socket_enter(self, "send") < 0) {
         PyBuffer_Release(&data);
         return NULL;
     }
     uint64_t id = 0;
     int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = homa_send(self->s, &ep, data.buf, (size_t)data.len, cookie, &id);
+    Py_BEGIN_ALLOW_THREADS rc =
+        homa_sendx(self->s, &ep, (void *)data.buf, (size_t)data.len, cookie, (unsigned)flags, &id);
     Py_END_ALLOW_THREADS
     hpy_socket_leave(self);
     PyBuffer_Release(&data);
@@ -387,10 +417,11 @@ static PyObject *Socket_repr(SocketObject *self)
 
 static PyMethodDef Socket_methods[] = {
     {"send", (PyCFunction)(void (*)(void))Socket_send, METH_VARARGS | METH_KEYWORDS,
-     "send(dest, data, cookie=0) -> int\n--\n\n"
+     "send(dest, data, cookie=0, *, priority=None) -> int\n--\n\n"
      "Sends request `data` (any bytes-like object; copied) to dest ('host:port' or\n"
      "(host, port)) and returns the RPC id (even).  The response comes from\n"
-     "recv(); its Message.cookie is `cookie`."},
+     "recv(); its Message.cookie is `cookie`.  priority: a level (0-7) or a\n"
+     "(lo, hi) range that the request's DATA packets keep to (HOMA_SEND_PRIO)."},
     {"recv", (PyCFunction)(void (*)(void))Socket_recv, METH_VARARGS | METH_KEYWORDS,
      "recv(flags=RECV_ANY, id=0, timeout=None) -> Message or None\n--\n\n"
      "The next message matching flags (RECV_REQUEST, RECV_RESPONSE, RECV_ANY) or,\n"

@@ -45,6 +45,23 @@ def test_send_recv_reply(pair):
     resp.release()
 
 
+def test_send_priority(pair):
+    srv, cli = pair
+    payload = os.urandom(200_000)
+    for prio in (None, 0, 7, (2, 5)):
+        rpc = cli.send(srv.endpoint, payload, priority=prio)
+        echo_once(srv).release()
+        resp = cli.recv(id=rpc, timeout=5)
+        assert memoryview(resp) == payload
+        resp.release()
+    for bad in (8, -1, (3, 2), (0, 8)):
+        with pytest.raises(ValueError):
+            cli.send(srv.endpoint, b"x", priority=bad)
+    for bad in ("7", (1, 2, 3), 1.5):
+        with pytest.raises(TypeError):
+            cli.send(srv.endpoint, b"x", priority=bad)
+
+
 def test_call_and_echo_large(pair):
     srv, cli = pair
     payload = os.urandom(1_000_000)
