@@ -476,6 +476,14 @@ static int exec_cmd(struct client *c, const struct homad_cmd *cmd, struct homad_
                         : HOMA_ERR_IO;
         return 1;
     }
+    case HOMAD_OP_CLASS:
+        if (!homad_class_allows(&opts, c->uid, cmd->len)) {
+            c->pc.perm_refusals++;
+            e->result = HOMA_ERR_PERM;
+            return 1;
+        }
+        e->result = homa_socket_set_class(d->s, (int)cmd->len);
+        return 1;
     case HOMAD_OP_LINGER: {
         rc = homa_socket_linger(d->s, HOMA_NONBLOCK);
         if (rc != HOMA_ERR_AGAIN || cmd->id == 0) {

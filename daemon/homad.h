@@ -24,6 +24,7 @@ struct homad_opts {
     uint32_t cmd_ring, cq_ring, tx_slots, rx_slots;
     uint64_t slot_size; /* 0 = the engine's max_message_length */
     uint32_t max_rpcs, max_ports, max_procs;
+    uint32_t max_class; /* highest scheduling class for non-root processes */
     uint32_t busy_poll_us;
     uint32_t verbose;
     int stats, json; /* --stats [--json]: print a running homad's counters */
@@ -45,5 +46,7 @@ int homad_stats(const struct homad_opts *o);
 void homad_engine_options(const struct homad_opts *o, homa_runtime_options *ro);
 /* 1 if `uid` may bind `port` (1..65535). */
 int homad_policy_allows(const struct homad_opts *o, uid_t uid, uint16_t port);
+/* 1 if `uid` may give its sockets scheduling class `sched_class`. */
+int homad_class_allows(const struct homad_opts *o, uid_t uid, uint32_t sched_class);
 
 #endif

@@ -33,6 +33,8 @@ static const struct key keys[] = {
     {"max_rpcs", K_U32, F(max_rpcs), 0, "client RPCs in flight per process (1024)"},
     {"max_ports", K_U32, F(max_ports), 0, "open ports per process (64)"},
     {"max_procs", K_U32, F(max_procs), 0, "connected processes (64)"},
+    {"max_class", K_U32, F(max_class), 0,
+     "highest scheduling class a non-root process may set (0-3; 1)"},
     {"busy_poll_us", K_U32, F(busy_poll_us), 0, "spin this long before sleeping (50)"},
     {"verbose", K_U32, F(verbose), 0, "1: log connections and reclaims"},
     {"mtu", K_U32, F(mtu), 0, "engine: path MTU (default: the interfaces')"},
@@ -65,6 +67,7 @@ static void defaults(struct homad_opts *o)
     o->max_ports = 64;
     o->max_procs = 64;
     o->busy_poll_us = 50;
+    o->max_class = 1;
 }
 
 static int parse_u64(const char *s, uint64_t max, uint64_t *out)
@@ -269,6 +272,10 @@ int homad_parse_args(struct homad_opts *o, int argc, char **argv)
         fprintf(stderr, "homad: max_procs and max_ports must be at least 1\n");
         return -1;
     }
+    if (o->max_class >= HOMA_SCHED_CLASSES) {
+        fprintf(stderr, "homad: max_class must be 0 to %d\n", HOMA_SCHED_CLASSES - 1);
+        return -1;
+    }
     return 0;
 }
 
@@ -287,6 +294,11 @@ void homad_engine_options(const struct homad_opts *o, homa_runtime_options *ro)
     if (o->timeout_ticks) ro->config.timeout_ticks = o->timeout_ticks;
     if (o->tick_us) ro->config.tick_ns = (uint64_t)o->tick_us * 1000u;
     ro->busy_poll_us = o->busy_poll_us;
+}
+
+int homad_class_allows(const struct homad_opts *o, uid_t uid, uint32_t sched_class)
+{
+    return uid == 0 || sched_class <= o->max_class;
 }
 
 int homad_policy_allows(const struct homad_opts *o, uid_t uid, uint16_t port)

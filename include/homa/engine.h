@@ -174,6 +174,22 @@ HOMA_API int homa_engine_abort(homa_engine *eng, uint64_t now, uint16_t port, ui
 HOMA_API int homa_engine_request_priority(homa_engine *eng, uint16_t port, uint64_t id, int lo,
                                           int hi);
 
+/* Scheduling classes of a port: 0 (the default) .. HOMA_SCHED_CLASSES - 1.
+ * The engine serves every message of a higher class before any message of
+ * a lower one, SRPT within a class, at both ends: its send queue (a
+ * request takes the class of the port that sends it, a response that of
+ * the server's port) and its grants (an incoming request or response is
+ * granted at the class of the port it arrives at).  The class stays
+ * inside this engine (nothing on the wire); a host engine shared by many
+ * processes (homad) is where it matters: it lets one application's
+ * messages go before another's whatever their lengths.  The grant share
+ * for the oldest message (grant_fifo_permille) ignores classes, so a
+ * lower class is slowed, not starved, at the receiver.  A change applies
+ * to RPCs created after it.  Errors: HOMA_ERR_INVAL (class out of range),
+ * HOMA_ERR_NO_PORT. */
+#define HOMA_SCHED_CLASSES 4
+HOMA_API int homa_engine_port_set_class(homa_engine *eng, uint16_t port, int sched_class);
+
 /* The network said `peer` cannot be reached (ICMP unreachable, reported
  * by the driver): every client RPC still waiting for it, on its Homa port
  * `port` (0 = any port), fails at once with HOMA_ERR_UNREACHABLE instead

@@ -317,6 +317,17 @@ HOMA_API void homa_socket_close(homa_socket *s);
  * (HOMA_FOREVER allowed).  Returns 0, HOMA_ERR_AGAIN (RPCs still live at
  * the deadline), HOMA_ERR_SHUTDOWN or HOMA_ERR_INVAL. */
 HOMA_API int homa_socket_linger(homa_socket *s, int64_t timeout_ns);
+/* Sets the socket's scheduling class, 0 (the default) to
+ * HOMA_SCHED_CLASSES - 1 (3): its engine sends and grants every message of
+ * a higher class before any of a lower one, SRPT within a class (the
+ * socket's requests and their responses, and the requests it serves and
+ * its replies; RPCs started before the call keep their class).  Embedded,
+ * that orders this process's own sockets; through homad it orders every
+ * process of the host, e.g. a training job's gradients before a
+ * background service's shorter messages (docs/api.md, "Scheduling
+ * classes").  Errors: HOMA_ERR_INVAL (class out of range), HOMA_ERR_PERM
+ * (above homad's --max-class), HOMA_ERR_SHUTDOWN, HOMA_ERR_NO_PORT. */
+HOMA_API int homa_socket_set_class(homa_socket *s, int sched_class);
 /* The socket's port. */
 HOMA_API uint16_t homa_socket_port(const homa_socket *s);
 /* The socket's local endpoint (the bound address and port). */

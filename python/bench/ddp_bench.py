@@ -81,7 +81,7 @@ def worker(args):
             cfg["timeout_ticks"] = max(1, int(args.rpc_timeout_ms / tick_ms))
             rt = homa.Runtime(config=cfg, link_bps=args.link_bps)
             state = homa.torch.state(host=args.host, key=f"ddp-bench/{args.tag}",
-                                     timeout_ms=120000, runtime=rt)
+                                     timeout_ms=120000, runtime=rt, sched_class=args.sched_class)
             model.register_comm_hook(state, homa.torch.allreduce_hook)
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
         times, comm = [], []
@@ -194,6 +194,8 @@ def main():
                          "unsched_bytes=2832,grant_window=2832,tick_ns=5000000")
     ap.add_argument("--link-bps", type=int, default=0,
                     help="pacer rate of the ranks' runtime in bit/s (0 = no pacing)")
+    ap.add_argument("--sched-class", type=int, default=None,
+                    help="scheduling class (0-3) of the Homa hook's socket (Socket.set_class)")
     ap.add_argument("--background", metavar="WORKLOAD",
                     help="also run with competing homa-perf traffic of this workload (e.g. w4)")
     ap.add_argument("--gbps", type=float, default=0.5, help="background offered load")

@@ -21,7 +21,10 @@
 # MODE (embedded, default: every process has its own engine; homad: one
 # homad per host serves that host's ranks and background processes, with
 # the engine settings of the scaled round-trip windows, docs/homad.md),
-# HOMAD_FLAGS (MODE=homad: more homad flags, e.g. "--max-incoming 1000000").
+# HOMAD_FLAGS (MODE=homad: more homad flags, e.g. "--max-incoming 1000000"),
+# DDP_CLASS (the scheduling class, 0-3, of the ranks' Homa socket: through
+# homad their gradients are sent and granted before the background's
+# messages; default: unset, class 0 like everything else).
 #
 # Background: every host runs a homa-perf echo server and a W4 workload
 # client to the next host (a ring), each offering LOAD/2 of the link rate in
@@ -93,6 +96,7 @@ else
     PY_CFG=()
 fi
 [[ -n ${DDP_HOMA_CONFIG:-} ]] && PY_CFG=(--homa-config "$DDP_HOMA_CONFIG")
+[[ -n ${DDP_CLASS:-} ]] && PY_CFG+=(--sched-class "$DDP_CLASS")
 [[ -n ${BG_HOMA_CONFIG:-} ]] && PERF_CFG=(--homa-config "$BG_HOMA_CONFIG")
 LINK_BPS=0
 if [[ $PACE == 1 ]]; then

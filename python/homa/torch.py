@@ -303,7 +303,8 @@ def _group_key(key, process_group):
 
 
 def state(process_group=None, rank=None, world_size=None, store=None, host="127.0.0.1",
-          timeout_ms=30000, runtime=None, key="homa/ddp", staging=None, **options):
+          timeout_ms=30000, runtime=None, key="homa/ddp", staging=None, sched_class=None,
+          **options):
     """A DDPState for register_comm_hook(): a homa.Communicator over all ranks.
 
     rank / world_size default to those of torch.distributed (of
@@ -315,7 +316,10 @@ def state(process_group=None, rank=None, world_size=None, store=None, host="127.
     listens on (must be reachable by the others; the default suits one
     machine).  timeout_ms: a collective that makes no progress for this long
     (a dead rank) fails with homa.TimeoutError.  staging: the Staging used
-    for GPU buckets (default Staging()).  Other options go to
+    for GPU buckets (default Staging()).  sched_class: the scheduling class
+    (0-3, Socket.set_class) of the communicator's socket, so that a host
+    engine shared with other processes (homad) sends and grants the
+    gradients before their messages (default: leave it at 0).  Other options go to
     homa.Communicator (chunk_bytes, window, small_bytes).
     """
     initialized = dist.is_available() and dist.is_initialized()
@@ -334,6 +338,12 @@ def state(process_group=None, rank=None, world_size=None, store=None, host="127.
     comm = homa.Communicator.from_store(store, rank, world_size, host=host,
                                         key=_group_key(key, process_group), runtime=runtime,
                                         timeout_ms=timeout_ms, **options)
+    if sched_class is not None:
+        try:
+            comm.socket.set_class(sched_class)
+        except BaseException:
+            comm.close()
+            raise
     st = DDPState(comm, staging=staging)
     st.store = store  # keep a TCPStore we created alive for the job
     return st

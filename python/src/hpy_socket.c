@@ -343,6 +343,29 @@ static PyObject *Socket_abort(SocketObject *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+static PyObject *Socket_set_class(SocketObject *self, PyObject *arg)
+{
+    long cls = PyLong_AsLong(arg);
+    if (cls == -1 && PyErr_Occurred()) return NULL;
+    if (cls < 0 || cls >= HOMA_SCHED_CLASSES) {
+        PyErr_Format(PyExc_ValueError, "set_class: class %ld is not 0 to %d", cls,
+                     HOMA_SCHED_CLASSES - 1);
+        return NULL;
+    }
+    /* Allowed on a Communicator's socket too: the class only orders its
+     * messages against others (homa.torch.state(sched_class=...)). */
+    if (self->s == NULL || self->closing) return hpy_raise_closed("set_class");
+    if (hpy_check_pid(self->pid, "this Socket") < 0) return NULL;
+    self->users++;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = homa_socket_set_class(self->s, (int)cls);
+    Py_END_ALLOW_THREADS
+    hpy_socket_leave(self);
+    if (rc != 0) return hpy_raise_homa(rc, "set_class");
+    Py_RETURN_NONE;
+}
+
 static PyObject *Socket_call(SocketObject *self, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"dest", "data", "timeout", "cookie", NULL};
@@ -441,6 +464,11 @@ static PyMethodDef Socket_methods[] = {
     {"abort", (PyCFunction)Socket_abort, METH_O,
      "abort(id)\n--\n\nAborts an RPC: a client RPC (even id) is forgotten; a request (odd id)\n"
      "is dropped without a reply."},
+    {"set_class", (PyCFunction)Socket_set_class, METH_O,
+     "set_class(n)\n--\n\nThe socket's scheduling class, 0 (default) to 3: its engine sends and\n"
+     "grants messages of a higher class first, SRPT within a class (through\n"
+     "homad: across every process of the host).  RPCs already started keep\n"
+     "theirs.  homa.PermissionError above homad's max_class."},
     {"fileno", (PyCFunction)Socket_fileno, METH_NOARGS,
      "fileno() -> int\n--\n\nA descriptor for select/poll/asyncio, readable when a message may be\n"
      "waiting.  It stays readable until recv(timeout=0) (flags RECV_ANY, no id)\n"

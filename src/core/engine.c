@@ -342,6 +342,15 @@ int homa_engine_port_rpcs(const homa_engine *eng, uint16_t num)
     return port->num_rpcs > INT32_MAX ? INT32_MAX : (int)port->num_rpcs;
 }
 
+int homa_engine_port_set_class(homa_engine *eng, uint16_t num, int sched_class)
+{
+    if (!eng || sched_class < 0 || sched_class >= HOMA_SCHED_CLASSES) return HOMA_ERR_INVAL;
+    struct homa_port *port = homa_port_find(eng, num);
+    if (!port) return HOMA_ERR_NO_PORT;
+    port->sched_class = (uint8_t)sched_class;
+    return 0;
+}
+
 int homa_engine_port_close(homa_engine *eng, uint64_t now, uint16_t num)
 {
     if (!eng) return HOMA_ERR_INVAL;
@@ -505,6 +514,7 @@ static struct homa_rpc *rpc_new(struct homa_engine *eng, uint64_t id, struct hom
     r->peer = peer;
     r->peer_port = peer_port;
     r->birth = eng->now;
+    r->sched_class = port->sched_class;
     homa_rpc_heard(eng, r, eng->now);
     r->last_prodded = eng->now;
     r->last_told = eng->now;

@@ -1,8 +1,9 @@
 /* Receiver-side scheduling: which incoming messages get grants, how much,
  * and at what priority.
  *
- * Messages that still need grants sit in eng->grantable sorted by bytes
- * still to receive (SRPT), oldest first on ties.  The active set is the
+ * Messages that still need grants sit in eng->grantable sorted by their
+ * scheduling class (highest first, homa_engine_port_set_class), then by
+ * bytes still to receive (SRPT), oldest first on ties.  The active set is the
  * first max_overcommit of them, taking at most one message per sender (a
  * sender can only transmit one message at a time at full speed, so granting
  * two of its messages would waste the overcommitment).  Each active message
@@ -22,8 +23,10 @@ static inline uint32_t in_remaining(const struct homa_msgin *m)
     return m->length - m->received;
 }
 
+/* Higher scheduling class first, then SRPT, then older. */
 static bool before(const struct homa_rpc *a, const struct homa_rpc *b)
 {
+    if (a->sched_class != b->sched_class) return a->sched_class > b->sched_class;
     uint32_t ra = in_remaining(&a->in), rb = in_remaining(&b->in);
     return ra < rb || (ra == rb && a->birth < b->birth);
 }

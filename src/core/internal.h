@@ -151,7 +151,10 @@ struct homa_port;
 #define HOMA_WHEEL_SLOTS 1024 /* power of two */
 /* Send queue buckets (output.c): one per byte count below 1,024 bytes left,
  * then 32 per power of two up to 2^32 (1,728, a multiple of 64). */
-#define HOMA_SENDQ_BUCKETS 1728
+#define HOMA_SENDQ_CLASS_BUCKETS 1728
+/* One run of buckets per scheduling class, the highest class first, so a
+ * find-first-set over all of them serves classes in order. */
+#define HOMA_SENDQ_BUCKETS (HOMA_SENDQ_CLASS_BUCKETS * HOMA_SCHED_CLASSES)
 
 struct homa_rpc {
     uint64_t id; /* local id: even for client RPCs, odd for server RPCs */
@@ -219,6 +222,9 @@ struct homa_rpc {
      * the RPC, not in `out`, so that a restart keeps it. */
     bool prio_limit;
     uint8_t prio_lo, prio_hi;
+    /* Scheduling class (homa_engine_port_set_class), its port's when it
+     * was created: orders the send queue and the grants before SRPT. */
+    uint8_t sched_class;
     struct homa_msgout out;
     struct homa_msgin in;
     struct hlist all_node;   /* eng->rpcs */
@@ -307,6 +313,7 @@ struct homa_port {
     struct homa_port *hnext;
     struct hlist ready; /* rpcs ready for recv, FIFO */
     uint32_t num_rpcs;
+    uint8_t sched_class; /* given to its new RPCs */
 };
 
 /* ---- control packet queue ---- */

@@ -55,11 +55,12 @@ static bool sends_before(const struct homa_rpc *o, const struct homa_rpc *rpc, u
  * one bucket of near-equal sizes (the youngest goes last, an old restarted
  * request first: both found in a step), and finding the next message is a
  * find-first-set. */
-static inline unsigned sendq_bucket(uint32_t rem)
+static inline unsigned sendq_bucket(const struct homa_rpc *rpc, uint32_t rem)
 {
-    if (rem < 1024) return rem;
+    unsigned base = (HOMA_SCHED_CLASSES - 1u - rpc->sched_class) * HOMA_SENDQ_CLASS_BUCKETS;
+    if (rem < 1024) return base + rem;
     unsigned e = 31u - (unsigned)__builtin_clz(rem); /* 10..31 */
-    return 1024u + (e - 10u) * 32u + ((rem >> (e - 5u)) & 31u);
+    return base + 1024u + (e - 10u) * 32u + ((rem >> (e - 5u)) & 31u);
 }
 
 /* The first queued message in bucket b or a later one, or NULL. */
@@ -129,12 +130,12 @@ static bool sendq_returning(const struct homa_rpc *rpc, uint32_t rem)
 static void sendq_insert(struct homa_engine *eng, struct homa_rpc *rpc)
 {
     uint32_t rem = remaining(&rpc->out);
-    unsigned b = sendq_bucket(rem);
+    unsigned b = sendq_bucket(rpc, rem);
     struct hlist *q = &eng->sendq[b];
     /* Nothing left but retransmissions (or an empty message): all alike,
      * first come first served.  Ordered by birth, an old message asked
      * for a lost packet had to walk past every younger one. */
-    if (b == 0) {
+    if (rem == 0) {
         hlist_add_tail(q, &rpc->send_node);
     } else if (sendq_returning(rpc, rem) && !hlist_empty(q) &&
                !sends_before(HOMA_CONTAINER(q->prev, struct homa_rpc, send_node), rpc, rem)) {
@@ -160,7 +161,7 @@ static void sendq_insert(struct homa_engine *eng, struct homa_rpc *rpc)
 static bool sendq_misplaced(const struct homa_engine *eng, const struct homa_rpc *rpc)
 {
     uint32_t rem = remaining(&rpc->out);
-    if (sendq_bucket(rem) != rpc->send_bucket) return true;
+    if (sendq_bucket(rpc, rem) != rpc->send_bucket) return true;
     if (rem == 0) return false;                  /* bucket 0 is FIFO */
     if (sendq_returning(rpc, rem)) return false; /* placed at insert, has not moved */
     const struct hlist *p = rpc->send_node.prev;

@@ -828,6 +828,19 @@ int homa_dc_linger(struct homa_dcsock *s, int64_t timeout_ns)
     return rc;
 }
 
+int homa_dc_set_class(struct homa_dcsock *s, int sched_class)
+{
+    struct homad_cmd c;
+    memset(&c, 0, sizeof(c));
+    c.op = HOMAD_OP_CLASS;
+    c.port = s->port;
+    c.len = (uint32_t)sched_class;
+    pthread_mutex_lock(&s->dc->lock);
+    int rc = s->closing ? HOMA_ERR_SHUTDOWN : do_cmd(s->dc, &c, s, NULL);
+    pthread_mutex_unlock(&s->dc->lock);
+    return rc;
+}
+
 /* ------------------------------------------------------------------ RPCs */
 
 /* Sends a SEND or REPLY: the message is written once into a TX slot, which

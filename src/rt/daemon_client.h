@@ -28,6 +28,7 @@ void homa_dc_close(struct homa_dcsock *s);
 /* homa_socket_fd(): an eventfd homad writes when it delivers to s. */
 int homa_dc_fd(struct homa_dcsock *s);
 int homa_dc_linger(struct homa_dcsock *s, int64_t timeout_ns);
+int homa_dc_set_class(struct homa_dcsock *s, int sched_class);
 /* prio: -1, or a priority range lo | hi << 4 (homa_sendx). */
 int homa_dc_send(struct homa_dcsock *s, const homa_endpoint *dst, const void *buf, size_t len,
                  uint64_t cookie, int prio, uint64_t *id);

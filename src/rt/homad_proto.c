@@ -137,6 +137,10 @@ int homad_cmd_check(const struct homad_view *v, const struct homad_cmd *c)
     case HOMAD_OP_COUNTERS:
     case HOMAD_OP_STATS:
         return c->slot == 0 && c->len == 0 && c->id == 0 ? 0 : HOMA_ERR_INVAL;
+    case HOMAD_OP_CLASS:
+        if (c->port == 0 || c->slot != 0 || c->id != 0 || c->len >= HOMA_SCHED_CLASSES)
+            return HOMA_ERR_INVAL;
+        return 0;
     case HOMAD_OP_CLOSE:
     case HOMAD_OP_ABORT:
     case HOMAD_OP_LINGER:

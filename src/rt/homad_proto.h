@@ -55,6 +55,7 @@ enum homad_op {
     HOMAD_OP_LINGER,   /* port, id = timeout ns (UINT64_MAX forever) -> DONE when idle */
     HOMAD_OP_STATS,    /* -> DONE: slot, len = an RX slot of homad_proc_row (release it) */
     HOMAD_OP_FD,       /* port -> an eventfd on the unix socket (struct homad_fdmsg), DONE */
+    HOMAD_OP_CLASS,    /* port, len = scheduling class -> DONE */
     HOMAD_OP__COUNT
 };
 
@@ -136,7 +137,7 @@ struct homad_ctrl {
     X(bytes_sent, "message bytes sent")                                                            \
     X(bytes_delivered, "message bytes delivered")                                                  \
     X(quota_refusals, "commands refused by a quota")                                               \
-    X(perm_refusals, "port bindings refused by the policy")                                        \
+    X(perm_refusals, "port bindings and classes refused by the policy")                            \
     X(ports_open, "gauge: open ports")                                                             \
     X(rpcs_live, "gauge: client RPCs in flight")                                                   \
     X(rx_slots_held, "gauge: RX slots held by the process")

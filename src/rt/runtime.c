@@ -1635,6 +1635,18 @@ int homa_socket_linger(homa_socket *s, int64_t timeout_ns)
     }
 }
 
+int homa_socket_set_class(homa_socket *s, int sched_class)
+{
+    if (s == NULL || sched_class < 0 || sched_class >= HOMA_SCHED_CLASSES) return HOMA_ERR_INVAL;
+    homa_runtime *rt = s->rt;
+    if (rt->dc != NULL) return homa_dc_set_class(s->dcs, sched_class);
+    pthread_mutex_lock(&rt->lock);
+    int rc = s->closing ? HOMA_ERR_SHUTDOWN
+                        : homa_engine_port_set_class(rt->eng, s->port, sched_class);
+    pthread_mutex_unlock(&rt->lock);
+    return rc;
+}
+
 uint16_t homa_socket_port(const homa_socket *s)
 {
     return s->port;

@@ -588,6 +588,58 @@ static void homad__policy_and_quotas(void **state)
     stop_daemon_connected(rt, d);
 }
 
+/* homa_socket_set_class through homad: in range it is taken and RPCs go
+ * on; out of range it is HOMA_ERR_INVAL; above --max-class it is
+ * HOMA_ERR_PERM for a process that is not root (a child that becomes uid
+ * 4242 when the test runs as root), counted in perm_refusals. */
+static void homad__sched_class(void **state)
+{
+    (void)state;
+    const char *extra[] = {"--max-class", "1", NULL};
+    pid_t d = start_daemon(extra);
+    /* (forked before this process has runtime threads) */
+    pid_t kid = fork();
+    assert_true(kid >= 0);
+    if (kid == 0) {
+        /* Not root (any more): classes above --max-class are refused. */
+        if (getuid() == 0 && (setgid(4242) != 0 || setuid(4242) != 0)) _exit(10);
+        homa_runtime *krt;
+        homa_socket *ks;
+        if (homa_runtime_connect(sock_path, &krt) != 0) _exit(11);
+        if (homa_socket_open(krt, 0, &ks) != 0) _exit(12);
+        if (homa_socket_set_class(ks, 1) != 0) _exit(13);
+        if (homa_socket_set_class(ks, 2) != HOMA_ERR_PERM) _exit(14);
+        homa_socket_close(ks);
+        homa_runtime_destroy(krt);
+        _exit(0);
+    }
+    assert_int_equal(wait_exit(kid, 10000), 0);
+    homa_runtime *rt;
+    assert_int_equal(homa_runtime_connect(sock_path, &rt), 0);
+    homa_socket *c, *srv;
+    assert_int_equal(homa_socket_open(rt, 0, &c), 0);
+    assert_int_equal(homa_socket_open(rt, 0, &srv), 0);
+    assert_int_equal(homa_socket_set_class(c, HOMA_SCHED_CLASSES), HOMA_ERR_INVAL);
+    assert_int_equal(homa_socket_set_class(c, -1), HOMA_ERR_INVAL);
+    assert_int_equal(homa_socket_set_class(c, 1), 0);
+    assert_int_equal(homa_socket_set_class(srv, 1), 0);
+    if (getuid() == 0) assert_int_equal(homa_socket_set_class(c, 3), 0);
+    homa_endpoint where;
+    homa_endpoint_from_host("127.0.0.1", homa_socket_port(srv), &where);
+    homa_msg m;
+    uint64_t id;
+    assert_int_equal(homa_send(c, &where, "class", 5, 0, &id), 0);
+    assert_int_equal(homa_recv(srv, HOMA_RECV_REQUEST, 0, 5000000000ll, &m), 0);
+    assert_int_equal(homa_reply_msg(srv, &m, "ok", 2), 0);
+    homa_release(srv, &m);
+    assert_int_equal(homa_recv(c, HOMA_RECV_RESPONSE, id, 5000000000ll, &m), 0);
+    assert_memory_equal(m.data, "ok", 2);
+    homa_release(c, &m);
+    homa_socket_close(srv);
+    homa_socket_close(c);
+    stop_daemon_connected(rt, d);
+}
+
 /* A process that writes its own commands: refused ones get an error, an
  * impossible ring index gets it disconnected, the others are unaffected. */
 static void homad__forged_commands(void **state)
@@ -698,6 +750,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(homad__recv_by_id_kind_and_order, setup, teardown),
         cmocka_unit_test_setup_teardown(homad__socket_fd, setup, teardown),
         cmocka_unit_test_setup_teardown(homad__policy_and_quotas, setup, teardown),
+        cmocka_unit_test_setup_teardown(homad__sched_class, setup, teardown),
         cmocka_unit_test_setup_teardown(homad__forged_commands, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

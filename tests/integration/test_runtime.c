@@ -194,6 +194,11 @@ static void test_sendx_flags(void **state)
     echo_start(&e, rt, 0);
     homa_socket *c;
     assert_int_equal(homa_socket_open(rt, 0, &c), 0);
+    /* a scheduling class changes the order, not what arrives */
+    assert_int_equal(homa_socket_set_class(c, HOMA_SCHED_CLASSES), HOMA_ERR_INVAL);
+    assert_int_equal(homa_socket_set_class(c, -1), HOMA_ERR_INVAL);
+    assert_int_equal(homa_socket_set_class(NULL, 1), HOMA_ERR_INVAL);
+    assert_int_equal(homa_socket_set_class(c, HOMA_SCHED_CLASSES - 1), 0);
     homa_endpoint dst;
     assert_int_equal(homa_endpoint_from_host("127.0.0.1", homa_socket_port(e.sock), &dst), 0);
     const unsigned flags[] = {0, HOMA_SEND_PRIO(0, 0), HOMA_SEND_PRIO(2, 5), HOMA_SEND_OWNED,

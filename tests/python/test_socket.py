@@ -62,6 +62,24 @@ def test_send_priority(pair):
             cli.send(srv.endpoint, b"x", priority=bad)
 
 
+def test_set_class(pair):
+    srv, cli = pair
+    for cls in (3, 0, 1):
+        cli.set_class(cls)
+        srv.set_class(cls)
+        payload = os.urandom(100_000)
+        rpc = cli.send(srv.endpoint, payload)
+        echo_once(srv).release()
+        resp = cli.recv(id=rpc, timeout=5)
+        assert memoryview(resp) == payload
+        resp.release()
+    for bad in (4, -1):
+        with pytest.raises(ValueError):
+            cli.set_class(bad)
+    with pytest.raises(TypeError):
+        cli.set_class("1")
+
+
 def test_call_and_echo_large(pair):
     srv, cli = pair
     payload = os.urandom(1_000_000)

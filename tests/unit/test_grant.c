@@ -28,14 +28,14 @@ static homa_addr host(int i)
 
 /* Delivers one DATA packet of a request (client id `cid`) from host h,
  * the sender claiming `incoming` bytes may be sent without grants. */
-static int data_inc(homa_engine *e, uint64_t now, int h, uint64_t cid, uint32_t msglen,
-                    uint32_t off, uint32_t len, uint32_t incoming)
+static int data_port(homa_engine *e, uint16_t port, uint64_t now, int h, uint64_t cid,
+                     uint32_t msglen, uint32_t off, uint32_t len, uint32_t incoming)
 {
     struct homa_wire_pkt p;
     memset(&p, 0, sizeof(p));
     p.type = HOMA_PKT_DATA;
     p.sport = 1000;
-    p.dport = PORT;
+    p.dport = port;
     p.sender_id = cid;
     p.u.data.message_length = msglen;
     p.u.data.incoming = incoming;
@@ -46,6 +46,12 @@ static int data_inc(homa_engine *e, uint64_t now, int h, uint64_t cid, uint32_t 
     memcpy(buf + hl, payload, len);
     homa_addr a = host(h);
     return homa_engine_input(e, now, &a, buf, hl + len);
+}
+
+static int data_inc(homa_engine *e, uint64_t now, int h, uint64_t cid, uint32_t msglen,
+                    uint32_t off, uint32_t len, uint32_t incoming)
+{
+    return data_port(e, PORT, now, h, cid, msglen, off, len, incoming);
 }
 
 static int data(homa_engine *e, uint64_t now, int h, uint64_t cid, uint32_t msglen, uint32_t off,
@@ -133,6 +139,51 @@ static void homa_grant_check__srpt_rank_and_priority(void **state)
         assert_int_equal(g[i].id, 3); /* server id = client id ^ 1 */
     }
     assert_true(p2 > p1);
+    homa_engine_destroy(e);
+}
+
+/* A message to a port of a higher scheduling class is granted before a
+ * shorter one to a class-0 port: one message granted at a time, host 1's
+ * 500 KB to the class-1 port gets the grants, host 2's 100 KB waits; once
+ * host 1's is granted whole, host 2's gets its turn. */
+static void homa_grant_check__higher_class_first(void **state)
+{
+    (void)state;
+    homa_config cfg;
+    homa_config_default(&cfg);
+    cfg.grant_fifo_permille = 0;
+    cfg.max_overcommit = 1;
+    homa_engine *e = make(&cfg);
+    assert_int_equal(homa_engine_port_open(e, PORT + 1), 0);
+    assert_int_equal(homa_engine_port_set_class(e, PORT + 1, 1), 0);
+    for (int i = 0; i < 10; i++) {
+        assert_int_equal(data_port(e, PORT + 1, 0, 1, 2, 500000, (uint32_t)i * 1400, 1400, 40000), 0);
+        assert_int_equal(data_port(e, PORT, 0, 2, 2, 100000, (uint32_t)i * 1400, 1400, 40000), 0);
+    }
+    struct grant_seen g[64];
+    int n = pull_grants(e, g, 64);
+    assert_true(n >= 1);
+    for (int i = 0; i < n; i++) assert_int_equal(g[i].dst.bytes[15], 1);
+    /* host 1's message arrives whole; host 2's gets grants only once
+     * host 1's needs none */
+    uint32_t granted = g[n - 1].offset;
+    int host2_grants = 0;
+    for (uint32_t off = 14000; off < 500000; off += 1400) {
+        uint32_t len = 500000 - off < 1400 ? 500000 - off : 1400;
+        assert_int_equal(data_port(e, PORT + 1, 0, 1, 2, 500000, off, len, 40000), 0);
+        n = pull_grants(e, g, 64);
+        for (int i = 0; i < n; i++) {
+            if (g[i].dst.bytes[15] == 1) {
+                assert_int_equal(host2_grants, 0);
+                granted = g[i].offset;
+            } else {
+                assert_int_equal(granted, 500000);
+                host2_grants++;
+            }
+        }
+    }
+    assert_int_equal(granted, 500000);
+    assert_true(host2_grants > 0);
     homa_engine_destroy(e);
 }
 
@@ -311,6 +362,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(homa_grant_prio_for_rank__uses_low_levels_first),
         cmocka_unit_test(homa_grant_check__srpt_rank_and_priority),
+        cmocka_unit_test(homa_grant_check__higher_class_first),
         cmocka_unit_test(homa_grant_check__one_message_per_sender),
         cmocka_unit_test(homa_grant_check__overcommit_and_max_incoming),
         cmocka_unit_test(homa_grant_check__fifo_grant_reaches_oldest),

@@ -69,6 +69,48 @@ static void homa_engine_pull__srpt_order(void **state)
     homa_engine_destroy(e);
 }
 
+/* Scheduling classes: every message of a port of a higher class goes
+ * before any message of a lower one, SRPT within a class; the class is
+ * the port's when the RPC starts (a later change leaves it). */
+static void homa_engine_pull__higher_class_first(void **state)
+{
+    (void)state;
+    homa_engine *e = make(NULL);
+    assert_int_equal(homa_engine_port_open(e, PORT + 1), 0);
+    assert_int_equal(homa_engine_port_set_class(e, PORT + 1, 2), 0);
+    assert_int_equal(homa_engine_port_set_class(e, PORT + 1, HOMA_SCHED_CLASSES), HOMA_ERR_INVAL);
+    assert_int_equal(homa_engine_port_set_class(e, PORT + 1, -1), HOMA_ERR_INVAL);
+    assert_int_equal(homa_engine_port_set_class(e, PORT + 2, 1), HOMA_ERR_NO_PORT);
+    uint64_t small0 = send(e, 0, 500);  /* class 0 */
+    uint64_t id[3];
+    size_t lens[3] = {30000, 2000, 0};
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(
+            homa_engine_send_request(e, 0, PORT + 1, &peer, 80, big, lens[i], 0, &id[i]), 0);
+    assert_int_equal(homa_engine_port_set_class(e, PORT + 1, 0), 0); /* new RPCs only */
+    uint64_t late = 0;
+    assert_int_equal(homa_engine_send_request(e, 0, PORT + 1, &peer, 80, big, 100, 0, &late), 0);
+    homa_pkt_out out[64];
+    int n = homa_engine_pull(e, 0, out, 64);
+    /* class 2: the empty request, 2,000 B (2 packets), 30,000 B (22); then
+     * class 0: 100 B, 500 B */
+    assert_int_equal(n, 1 + 2 + 22 + 1 + 1);
+    uint64_t want[27];
+    int k = 0;
+    want[k++] = id[2];
+    for (int i = 0; i < 2; i++) want[k++] = id[1];
+    for (int i = 0; i < 22; i++) want[k++] = id[0];
+    want[k++] = late;
+    want[k++] = small0;
+    for (int i = 0; i < n; i++) {
+        struct homa_wire_pkt p;
+        decode(&out[i], &p);
+        assert_int_equal(p.sender_id, want[i]);
+    }
+    homa_engine_pull_done(e);
+    homa_engine_destroy(e);
+}
+
 /* SRPT order holds across the send queue's buckets: 2,000 requests of
  * sizes below 1,024 bytes (one bucket each), repeated sizes and long ones
  * (partly sent, they move to shorter buckets), more arriving while the
@@ -615,6 +657,7 @@ int main(void)
         cmocka_unit_test(homa_engine_pull__cutoffs_from_peer_change_priority),
         cmocka_unit_test(homa_engine_pull__pacer_holds_long_messages),
         cmocka_unit_test(homa_engine_pull__pacer_counts_link_overhead),
+        cmocka_unit_test(homa_engine_pull__higher_class_first),
         cmocka_unit_test(homa_engine_pull__zero_length_message),
         cmocka_unit_test(homa_engine_pull_done__defers_frees),
         cmocka_unit_test(homa_engine_input_at__resend_older_than_data_not_answered),

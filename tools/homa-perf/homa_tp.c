@@ -31,6 +31,7 @@
 int homa_perf_counters;
 const char *homa_perf_config;
 unsigned homa_perf_rt_flags;
+int homa_perf_sched_class;
 
 /* busy_poll_us < 0 keeps the runtime's default. */
 static void runtime_options(homa_runtime_options *ro, uint32_t max_message, int busy_poll_us)
@@ -284,6 +285,15 @@ int homa_client_create(const perf_addr *addr, int busy_poll_us, pt_client **out,
         client_rt_put();
         return rc;
     }
+    if (homa_perf_sched_class > 0 &&
+        (rc = homa_socket_set_class(c->sock, homa_perf_sched_class)) < 0) {
+        snprintf(err, errlen, "homa_socket_set_class(%d): %s", homa_perf_sched_class,
+                 homa_strerror(rc));
+        homa_socket_close(c->sock);
+        free(c);
+        client_rt_put();
+        return rc;
+    }
     *out = &c->base;
     return 0;
 }
@@ -367,6 +377,13 @@ int homa_server_start(uint16_t port, int threads, int busy_poll_us, pt_server **
     if (rc < 0) {
         snprintf(err, errlen, "homa_socket_open(port %u): %s", port, homa_strerror(rc));
         s->sock = NULL;
+        hserver_stop(&s->base);
+        return rc;
+    }
+    if (homa_perf_sched_class > 0 &&
+        (rc = homa_socket_set_class(s->sock, homa_perf_sched_class)) < 0) {
+        snprintf(err, errlen, "homa_socket_set_class(%d): %s", homa_perf_sched_class,
+                 homa_strerror(rc));
         hserver_stop(&s->base);
         return rc;
     }

@@ -84,6 +84,9 @@ static const char usage_text[] =
     "  --driver udp|raw     (server, client, compare) Homa runtimes use UDP (default) or\n"
     "                       raw IP protocol 146, the Linux module's wire format (needs\n"
     "                       CAP_NET_RAW; HOMA_RT_RAW)\n"
+    "  --class N            (server, client) scheduling class 0-3 of the Homa sockets\n"
+    "                       (homa_socket_set_class: higher first, then SRPT; through\n"
+    "                       homad it orders this process against the host's others)\n"
     "\n"
     "Latency: CLOCK_MONOTONIC from just before the send call to the return of the\n"
     "poll that delivered the response, every RPC recorded in a log-linear histogram\n"
@@ -154,6 +157,7 @@ enum {
     OPT_HOMACONFIG,
     OPT_NOPLACE,
     OPT_DRIVER,
+    OPT_CLASS,
     OPT_HELP,
 };
 
@@ -182,6 +186,7 @@ static const struct option long_opts[] = {
     {"homa-config", required_argument, NULL, OPT_HOMACONFIG},
     {"no-place", no_argument, NULL, OPT_NOPLACE},
     {"driver", required_argument, NULL, OPT_DRIVER},
+    {"class", required_argument, NULL, OPT_CLASS},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -336,6 +341,11 @@ static int parse_args(int argc, char **argv, cli *c)
                 homa_perf_rt_flags &= ~HOMA_RT_RAW;
             else
                 return bad("--driver must be udp or raw, not '%s'", optarg);
+            break;
+        case OPT_CLASS:
+            if (parse_u64(optarg, &u) < 0 || u >= HOMA_SCHED_CLASSES)
+                return bad("bad --class '%s' (0..3)", optarg);
+            homa_perf_sched_class = (int)u;
             break;
         case OPT_HELP:
             usage(stdout);

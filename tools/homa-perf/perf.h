@@ -179,6 +179,8 @@ extern int homa_perf_counters;
  * every Homa runtime homa-perf creates (client and server). */
 extern const char *homa_perf_config;
 extern unsigned homa_perf_rt_flags;
+/* --class: scheduling class of every Homa socket (homa_socket_set_class). */
+extern int homa_perf_sched_class;
 /* busy_poll_us of homa_runtime_options_default(). */
 int homa_default_busy_poll_us(void);
 /* The busy-poll time in force for o->proto (--busy-poll, else the default:
