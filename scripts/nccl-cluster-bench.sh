@@ -6,14 +6,21 @@
 #
 #   bash scripts/nccl-cluster-bench.sh [--build DIR] [--hosts N] [--rate R]
 #        [--load F] [--sizes b,...] [--runs R] [--seconds S]
+#        [--tc-prio 'MAP;MAP;...']
 #
 # Defaults: build, 4 hosts, 200mbit links, load 0.5, sizes 8,65536,1048576,
 # 3 runs, 45 s of load per loaded case.  Needs root (namespaces); prints a
 # table of the median time per allreduce for each (allreduce transport,
 # load) pair.  docs/nccl.md explains it and records results.
+#
+# --tc-prio runs another matrix instead: the plugin's allreduce without
+# load, then under W4 over Homa once per NCCL_HOMA_TC_PRIO value (';'
+# between values, 'unset' for none; e.g. 'unset;*:7;*:0'), with the
+# background's own latency, to show what a traffic class range does.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=$ROOT/build HOSTS=4 RATE=200mbit LOAD=0.5 SIZES=8,65536,1048576 RUNS=3 SECONDS_LOAD=45
+TC_PRIO=
 while [[ $# -gt 0 ]]; do
     case $1 in
     --build) BUILD=$2; shift 2 ;;
@@ -23,7 +30,8 @@ while [[ $# -gt 0 ]]; do
     --sizes) SIZES=$2; shift 2 ;;
     --runs) RUNS=$2; shift 2 ;;
     --seconds) SECONDS_LOAD=$2; shift 2 ;;
-    -h | --help) sed -n 2,14p "$0"; exit 0 ;;
+    --tc-prio) TC_PRIO=$2; shift 2 ;;
+    -h | --help) sed -n 2,20p "$0"; exit 0 ;;
     *) echo "nccl-cluster-bench: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -72,6 +80,49 @@ loaded() { # load protocol, allreduce transport, output file
     wait "$LOADPID" || true
     LOADPID=
 }
+if [[ -n $TC_PRIO ]]; then
+    echo "== allreduce over homa, no load, NCCL_HOMA_TC_PRIO unset"
+    bench homa "$WORK/tc.none"
+    IFS=';' read -r -a maps <<<"$TC_PRIO"
+    i=0
+    for m in "${maps[@]}"; do
+        echo "== allreduce over homa, W4 over homa at load $LOAD, NCCL_HOMA_TC_PRIO=$m"
+        echo "$m" >"$WORK/tc.$i.map"
+        if [[ $m == unset ]]; then
+            loaded homa homa "$WORK/tc.$i"
+        else
+            NCCL_HOMA_TC_PRIO=$m loaded homa homa "$WORK/tc.$i"
+        fi
+        i=$((i + 1))
+    done
+    python3 - "$WORK" <<'PYEOF'
+import glob, os, re, sys
+work = sys.argv[1]
+def times(path):
+    txt = open(path).read()
+    out = {int(m[2]): float(m[3]) for m in
+           re.finditer(r"^(homa|tcp)\s+\d+ ranks\s+(\d+) B\s+([0-9.]+) us", txt, re.M)}
+    return out, "FAILED" in txt or "outlasted" in txt
+base, _ = times(os.path.join(work, "tc.none"))
+sizes = sorted(base)
+print("\nmedian time per allreduce over the plugin (us), W4 over Homa in the background")
+print("%-14s " % "TC_PRIO" + " ".join("%16s" % f"{s} B" for s in sizes))
+print("%-14s " % "(no load)" + " ".join("%16.0f" % base[s] for s in sizes))
+n = len(glob.glob(os.path.join(work, "tc.*.map")))
+for i in range(n):
+    m = open(os.path.join(work, f"tc.{i}.map")).read().strip()
+    tm, bad = times(os.path.join(work, f"tc.{i}"))
+    print("%-14s " % m + " ".join("%16s" % (f"{tm[s]:.0f} ({tm[s] / base[s]:.2f}x)" if s in tm else "-")
+                                  for s in sizes) + ("  (FAILED/incomplete)" if bad else ""))
+for i in range(n):
+    m = open(os.path.join(work, f"tc.{i}.map")).read().strip()
+    lines = [x for x in open(os.path.join(work, f"tc.{i}.load.log")).read().splitlines()
+             if "p99" in x or "goodput" in x][:3]
+    print(f"\nW4 background, NCCL_HOMA_TC_PRIO={m}:")
+    print("\n".join("  " + x for x in lines))
+PYEOF
+    exit 0
+fi
 for t in homa tcp; do
     echo "== allreduce over $t, no load"
     bench "$t" "$WORK/$t.none"
