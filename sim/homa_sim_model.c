@@ -173,7 +173,7 @@ void hsim_print_options(FILE *f)
           "  --fixed-cutoffs         keep the computed cutoffs (receivers do not adapt)\n"
           "  --sender-driven         no grants: every message sent unscheduled\n"
           "  --max-incoming N        cap on granted-but-unreceived bytes           [400000]\n"
-          "  --fifo-permille N       grant share for the oldest message            [50]\n"
+          "  --fifo-permille N       share of the oldest message (grants, sending) [50]\n"
           "  --tick-us T             engine timer tick                             [1000]\n"
           "  --resend-ticks N        silence before a RESEND, in ticks             [5]\n"
           "  --resend-interval N     ticks between RESENDs                         [5]\n"

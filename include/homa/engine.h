@@ -47,7 +47,8 @@ typedef struct homa_config {
     uint32_t grant_window;         /* granted-ahead bytes per message; default = unsched_bytes */
     uint32_t max_incoming;         /* cap on granted-but-unreceived bytes; default 400,000 */
     uint32_t max_overcommit;       /* messages granted at once; default 8 */
-    uint32_t grant_fifo_permille;  /* share of grants to the oldest message; default 50 (5 %) */
+    uint32_t grant_fifo_permille;  /* share of grants to the oldest message, and of a sender's
+                                      DATA bytes to its oldest sendable one; default 50 (5 %) */
     uint32_t fifo_grant_increment; /* bytes per fifo grant; default 50,000 */
     uint32_t num_priorities;       /* 1..8; default 8 */
     /* unsched_cutoffs[i]: largest message length that may use priority i for
@@ -182,11 +183,11 @@ HOMA_API int homa_engine_request_priority(homa_engine *eng, uint16_t port, uint6
  * granted at the class of the port it arrives at).  The class stays
  * inside this engine (nothing on the wire); a host engine shared by many
  * processes (homad) is where it matters: it lets one application's
- * messages go before another's whatever their lengths.  The grant share
- * for the oldest message (grant_fifo_permille) ignores classes, so a
- * lower class is slowed, not starved, at the receiver.  A change applies
- * to RPCs created after it.  Errors: HOMA_ERR_INVAL (class out of range),
- * HOMA_ERR_NO_PORT. */
+ * messages go before another's whatever their lengths.  The shares for
+ * the oldest message (grant_fifo_permille: of the grants, and of the
+ * sender's bytes) ignore classes, so a lower class is slowed, not
+ * starved.  A change applies to RPCs created after it.  Errors:
+ * HOMA_ERR_INVAL (class out of range), HOMA_ERR_NO_PORT. */
 #define HOMA_SCHED_CLASSES 4
 HOMA_API int homa_engine_port_set_class(homa_engine *eng, uint16_t port, int sched_class);
 

@@ -522,6 +522,7 @@ static struct homa_rpc *rpc_new(struct homa_engine *eng, uint64_t id, struct hom
     hlist_init(&r->send_node);
     hlist_init(&r->rtx_node);
     hlist_init(&r->grant_node);
+    hlist_init(&r->fifo_node);
     hlist_init(&r->timer_node);
     hlist_init(&r->wait_node);
     hlist_init(&r->mem_node);
@@ -733,6 +734,12 @@ int homa_engine_create(const homa_config *cfg, const homa_engine_ops *ops, homa_
     for (unsigned i = 0; i < HOMA_SENDQ_BUCKETS; i++)
         hlist_init(&eng->sendq[i]);
     hlist_init(&eng->resending);
+    hlist_init(&eng->send_fifo);
+    /* A full period of SRPT bytes before the first FIFO turn. */
+    if (eng->cfg.grant_fifo_permille > 0)
+        eng->send_fifo_credit = (int64_t)eng->cfg.max_payload *
+                                (1000 - eng->cfg.grant_fifo_permille) /
+                                eng->cfg.grant_fifo_permille;
     hlist_init(&eng->grantable);
     hlist_init(&eng->mem_waitq);
     hlist_init(&eng->zombies);

@@ -232,6 +232,7 @@ struct homa_rpc {
     struct hlist send_node;  /* eng->sendq[send_bucket] (sorted) */
     struct hlist rtx_node;   /* eng->resending (FIFO) while out.num_rtx > 0 */
     struct hlist grant_node; /* eng->grantable (sorted) */
+    struct hlist fifo_node;  /* eng->send_fifo while its message has bytes never sent */
     /* Timer: the wheel slot of the tick that next looks at this RPC
      * (timer_tick), and, while it waits for a share of its peer's prod
      * budget, its place in that peer's queue (waiting = class + 1;
@@ -388,6 +389,12 @@ struct homa_engine {
     uint64_t sendq_bits[HOMA_SENDQ_BUCKETS / 64];
     uint32_t sendq_len;
     struct hlist resending; /* outgoing messages with ranges to retransmit, oldest first */
+    /* Outgoing messages with bytes never sent, in the order they started,
+     * and the SRPT bytes still to send before the oldest of them that can
+     * send gets a packet (grant_fifo_permille; output.c). */
+    struct hlist send_fifo;
+    int64_t send_fifo_credit;
+    uint64_t fifo_xmits; /* packets sent by that rule (tests) */
     struct hlist grantable; /* incoming messages needing grants, SRPT order */
     struct hlist zombies;   /* freed RPCs whose message the app still holds */
     struct hlist mem_waitq; /* RPCs waiting for max_rx_bytes, FIFO */

@@ -8,7 +8,14 @@
  * one before it (homa_out_update).
  *
  * Ranges a RESEND asked for go before all of that (eng->resending, oldest
- * first): the receiver granted them and is waiting.  Under SRPT alone a
+ * first): the receiver granted them and is waiting.
+ *
+ * A share of the bytes (grant_fifo_permille, as for the receiver's grants)
+ * goes to the oldest message that can send instead (eng->send_fifo, in the
+ * order messages started): under SRPT alone a long message waits as long
+ * as shorter ones keep coming, and the receiver's FIFO grants cannot help
+ * a message whose first byte never left (through homad, one process's
+ * stream of 100 KB RPCs held another's 1 MB RPC for over 3 s).  Under SRPT alone a
  * lost packet of a long message would wait behind every shorter message the
  * sender has, at 90 % load for longer than the receiver's timeout. */
 #include <string.h>
@@ -193,6 +200,7 @@ void homa_out_update(struct homa_engine *eng, struct homa_rpc *rpc)
 void homa_out_remove(struct homa_engine *eng, struct homa_rpc *rpc)
 {
     sendq_del(eng, rpc);
+    hlist_del(&rpc->fifo_node);
     hlist_del(&rpc->rtx_node);
     rpc->out.num_rtx = 0;
     rpc->out.empty_pending = false;
@@ -212,6 +220,7 @@ void homa_out_start(struct homa_engine *eng, struct homa_rpc *rpc, uint8_t *buf,
     m->sched_prio = 0;
     m->active = true;
     m->empty_pending = (len == 0);
+    if (len > 0) hlist_add_tail(&eng->send_fifo, &rpc->fifo_node);
     homa_out_update(eng, rpc);
 }
 
@@ -444,6 +453,7 @@ static void build_data(struct homa_engine *eng, struct homa_rpc *rpc, homa_pkt_o
 static void send_one(struct homa_engine *eng, struct homa_rpc *rpc, homa_pkt_out *p, uint64_t now)
 {
     build_data(eng, rpc, p);
+    if (rpc->out.next_xmit >= rpc->out.length) hlist_del(&rpc->fifo_node);
     pacer_account(eng, now, wire_bytes(eng, p->hdr_len, p->payload_len));
     homa_out_update(eng, rpc);
     if (rpc->state == RPC_SERVER_OUTGOING && homa_out_done(&rpc->out))
@@ -456,6 +466,26 @@ static void send_one(struct homa_engine *eng, struct homa_rpc *rpc, homa_pkt_out
         if (rpc->req_out_at == 0 && rpc->out.next_xmit >= rpc->out.length) rpc->req_out_at = now;
     }
     homa_timer_soon(eng, rpc);
+}
+
+#define SEND_FIFO_SCAN 64 /* bound on send_fifo entries looked at per turn */
+
+/* The FIFO turn (see the top of this file): the oldest message that can
+ * send now, if it is not `head`, the one SRPT picks; NULL when there is
+ * none among the first SEND_FIFO_SCAN (then the turn waits for another
+ * period).  Also charges the credit for the turn either way. */
+static struct homa_rpc *fifo_turn(struct homa_engine *eng, const struct homa_rpc *head)
+{
+    uint32_t p = eng->cfg.grant_fifo_permille;
+    eng->send_fifo_credit += (int64_t)eng->cfg.max_payload * (1000 - p) / p;
+    int scanned = 0;
+    for (struct hlist *n = eng->send_fifo.next; n != &eng->send_fifo && scanned < SEND_FIFO_SCAN;
+         n = n->next, scanned++) {
+        struct homa_rpc *r = HOMA_CONTAINER(n, struct homa_rpc, fifo_node);
+        if (!hlist_linked(&r->send_node)) continue; /* waiting for grants */
+        return r == head ? NULL : r;
+    }
+    return NULL;
 }
 
 int homa_engine_pull(homa_engine *eng, uint64_t now, homa_pkt_out *out, int max)
@@ -508,8 +538,18 @@ int homa_engine_pull(homa_engine *eng, uint64_t now, homa_pkt_out *out, int max)
             rpc = sendq_next(eng, rpc);
             continue;
         }
+        if (eng->send_fifo_credit <= 0 && eng->cfg.grant_fifo_permille > 0 &&
+            !pacer_blocks(eng, now)) {
+            struct homa_rpc *old = fifo_turn(eng, rpc);
+            if (old != NULL) {
+                send_one(eng, old, &out[n++], now);
+                eng->fifo_xmits++;
+                continue; /* rpc is where it was: old came after it */
+            }
+        }
         struct homa_rpc *next = sendq_next(eng, rpc);
         send_one(eng, rpc, &out[n++], now);
+        eng->send_fifo_credit -= out[n - 1].payload_len;
         /* Still queued: it goes on (it has the fewest bytes left of those
          * after it, and may have moved to an earlier bucket). */
         if (!hlist_linked(&rpc->send_node)) rpc = next;

@@ -25,6 +25,16 @@ static homa_engine *make(homa_config *cfg)
     return e;
 }
 
+/* Strict SRPT: no share of the bytes for the oldest message
+ * (grant_fifo_permille 0), for the tests of the order itself. */
+static homa_engine *make_srpt(void)
+{
+    homa_config cfg;
+    homa_config_default(&cfg);
+    cfg.grant_fifo_permille = 0;
+    return make(&cfg);
+}
+
 static uint64_t send(homa_engine *e, uint64_t now, size_t len)
 {
     uint64_t id;
@@ -75,7 +85,7 @@ static void homa_engine_pull__srpt_order(void **state)
 static void homa_engine_pull__higher_class_first(void **state)
 {
     (void)state;
-    homa_engine *e = make(NULL);
+    homa_engine *e = make_srpt();
     assert_int_equal(homa_engine_port_open(e, PORT + 1), 0);
     assert_int_equal(homa_engine_port_set_class(e, PORT + 1, 2), 0);
     assert_int_equal(homa_engine_port_set_class(e, PORT + 1, HOMA_SCHED_CLASSES), HOMA_ERR_INVAL);
@@ -111,6 +121,54 @@ static void homa_engine_pull__higher_class_first(void **state)
     homa_engine_destroy(e);
 }
 
+/* The oldest message that can send gets a share of the packets
+ * (grant_fifo_permille, 5 % by default) even while shorter messages keep
+ * coming: a 150 KB request started first, then 10 KB requests, always 4
+ * queued.  Under SRPT alone the long request sends nothing; with the share
+ * about 1 packet in 20 is its (its 40 KB unscheduled are 29 packets). */
+static void homa_engine_pull__oldest_gets_a_share(void **state)
+{
+    (void)state;
+    for (int strict = 0; strict < 2; strict++) {
+        homa_engine *e = strict ? make_srpt() : make(NULL);
+        uint64_t now = 1;
+        uint64_t big_id = send(e, now++, 150000);
+        uint64_t small[4];
+        uint32_t left[4];
+        for (int i = 0; i < 4; i++) {
+            small[i] = send(e, now++, 10000);
+            left[i] = 10000;
+        }
+        int big_pkts = 0, first_big = -1;
+        homa_pkt_out out[1];
+        for (int k = 0; k < 400; k++) {
+            assert_int_equal(homa_engine_pull(e, now++, out, 1), 1);
+            struct homa_wire_pkt p;
+            decode(&out[0], &p);
+            if (p.sender_id == big_id) {
+                if (first_big < 0) first_big = k;
+                big_pkts++;
+            } else {
+                for (int i = 0; i < 4; i++)
+                    if (small[i] == p.sender_id && (left[i] -= out[0].payload_len) == 0) {
+                        small[i] = send(e, now++, 10000); /* another one comes */
+                        left[i] = 10000;
+                    }
+            }
+            homa_engine_pull_done(e);
+        }
+        print_message("%s: the 150 KB request sent %d of 400 packets, first at %d\n",
+                      strict ? "strict SRPT" : "default", big_pkts, first_big);
+        if (strict) {
+            assert_int_equal(big_pkts, 0);
+        } else {
+            assert_true(big_pkts >= 15 && big_pkts <= 25);
+            assert_true(first_big >= 15); /* a period of SRPT first */
+        }
+        homa_engine_destroy(e);
+    }
+}
+
 /* SRPT order holds across the send queue's buckets: 2,000 requests of
  * sizes below 1,024 bytes (one bucket each), repeated sizes and long ones
  * (partly sent, they move to shorter buckets), more arriving while the
@@ -123,7 +181,7 @@ static void homa_engine_pull__higher_class_first(void **state)
 static void homa_engine_pull__srpt_order_across_buckets(void **state)
 {
     (void)state;
-    homa_engine *e = make(NULL);
+    homa_engine *e = make_srpt();
     static uint32_t len[SQ_N], sent[SQ_N];
     static uint64_t ids[SQ_N];
     uint32_t x = 12345;
@@ -188,7 +246,7 @@ static void homa_engine_pull__restarts_go_first_in_a_step(void **state)
 {
     (void)state;
     enum { N = 800 };
-    homa_engine *e = make(NULL);
+    homa_engine *e = make_srpt();
     uint64_t old[N], fresh[N];
     homa_pkt_out out[64];
     uint64_t now = 1;
@@ -658,6 +716,7 @@ int main(void)
         cmocka_unit_test(homa_engine_pull__pacer_holds_long_messages),
         cmocka_unit_test(homa_engine_pull__pacer_counts_link_overhead),
         cmocka_unit_test(homa_engine_pull__higher_class_first),
+        cmocka_unit_test(homa_engine_pull__oldest_gets_a_share),
         cmocka_unit_test(homa_engine_pull__zero_length_message),
         cmocka_unit_test(homa_engine_pull_done__defers_frees),
         cmocka_unit_test(homa_engine_input_at__resend_older_than_data_not_answered),
