@@ -815,30 +815,29 @@ int homa_dc_fd(struct homa_dcsock *s)
     return ret;
 }
 
-int homa_dc_linger(struct homa_dcsock *s, int64_t timeout_ns)
+/* A command about the socket's port that only waits for its DONE. */
+static int port_cmd(struct homa_dcsock *s, uint8_t op, uint32_t len, uint64_t id)
 {
     struct homad_cmd c;
     memset(&c, 0, sizeof(c));
-    c.op = HOMAD_OP_LINGER;
+    c.op = op;
     c.port = s->port;
-    c.id = timeout_ns < 0 ? UINT64_MAX : (uint64_t)timeout_ns;
+    c.len = len;
+    c.id = id;
     pthread_mutex_lock(&s->dc->lock);
     int rc = s->closing ? HOMA_ERR_SHUTDOWN : do_cmd(s->dc, &c, s, NULL);
     pthread_mutex_unlock(&s->dc->lock);
     return rc;
 }
 
+int homa_dc_linger(struct homa_dcsock *s, int64_t timeout_ns)
+{
+    return port_cmd(s, HOMAD_OP_LINGER, 0, timeout_ns < 0 ? UINT64_MAX : (uint64_t)timeout_ns);
+}
+
 int homa_dc_set_class(struct homa_dcsock *s, int sched_class)
 {
-    struct homad_cmd c;
-    memset(&c, 0, sizeof(c));
-    c.op = HOMAD_OP_CLASS;
-    c.port = s->port;
-    c.len = (uint32_t)sched_class;
-    pthread_mutex_lock(&s->dc->lock);
-    int rc = s->closing ? HOMA_ERR_SHUTDOWN : do_cmd(s->dc, &c, s, NULL);
-    pthread_mutex_unlock(&s->dc->lock);
-    return rc;
+    return port_cmd(s, HOMAD_OP_CLASS, (uint32_t)sched_class, 0);
 }
 
 /* ------------------------------------------------------------------ RPCs */

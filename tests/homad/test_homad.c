@@ -322,6 +322,21 @@ static void homad__daemon_killed(void **state)
 
 /* Closing a socket wakes a thread blocked in homa_recv on it, as in
  * embedded mode. */
+/* One RPC from cli to srv at `where`, answered "PONG" (checked). */
+static void ping_pong(homa_socket *cli, homa_socket *srv, const homa_endpoint *where)
+{
+    uint64_t id;
+    assert_int_equal(homa_send(cli, where, "ping", 4, 0, &id), 0);
+    homa_msg m;
+    assert_int_equal(homa_recv(srv, HOMA_RECV_REQUEST, 0, 5000000000ll, &m), 0);
+    assert_memory_equal(m.data, "ping", 4);
+    assert_int_equal(homa_reply_msg(srv, &m, "PONG", 4), 0);
+    homa_release(srv, &m);
+    assert_int_equal(homa_recv(cli, HOMA_RECV_RESPONSE, id, 5000000000ll, &m), 0);
+    assert_memory_equal(m.data, "PONG", 4);
+    homa_release(cli, &m);
+}
+
 static void homad__close_wakes_recv(void **state)
 {
     (void)state;
@@ -338,15 +353,9 @@ static void homad__close_wakes_recv(void **state)
     homa_endpoint where;
     homa_socket_local(srv, &where);
     assert_true(homa_endpoint_is_ipv4(&where) && where.port != 0);
+    ping_pong(s, srv, &where);
     uint64_t id;
-    assert_int_equal(homa_send(s, &where, "ping", 4, 0, &id), 0);
     homa_msg m;
-    assert_int_equal(homa_recv(srv, HOMA_RECV_REQUEST, 0, 5000000000ll, &m), 0);
-    assert_int_equal(homa_reply_msg(srv, &m, "PONG", 4), 0);
-    homa_release(srv, &m);
-    assert_int_equal(homa_recv(s, HOMA_RECV_RESPONSE, id, 5000000000ll, &m), 0);
-    assert_memory_equal(m.data, "PONG", 4);
-    homa_release(s, &m);
     /* A request can be dropped without a reply (abort of an odd id). */
     assert_int_equal(homa_send(s, &where, "drop", 4, 0, &id), 0);
     assert_int_equal(homa_recv(srv, HOMA_RECV_REQUEST, 0, 5000000000ll, &m), 0);
@@ -626,15 +635,7 @@ static void homad__sched_class(void **state)
     if (getuid() == 0) assert_int_equal(homa_socket_set_class(c, 3), 0);
     homa_endpoint where;
     homa_endpoint_from_host("127.0.0.1", homa_socket_port(srv), &where);
-    homa_msg m;
-    uint64_t id;
-    assert_int_equal(homa_send(c, &where, "class", 5, 0, &id), 0);
-    assert_int_equal(homa_recv(srv, HOMA_RECV_REQUEST, 0, 5000000000ll, &m), 0);
-    assert_int_equal(homa_reply_msg(srv, &m, "ok", 2), 0);
-    homa_release(srv, &m);
-    assert_int_equal(homa_recv(c, HOMA_RECV_RESPONSE, id, 5000000000ll, &m), 0);
-    assert_memory_equal(m.data, "ok", 2);
-    homa_release(c, &m);
+    ping_pong(c, srv, &where);
     homa_socket_close(srv);
     homa_socket_close(c);
     stop_daemon_connected(rt, d);
