@@ -736,10 +736,7 @@ int homa_engine_create(const homa_config *cfg, const homa_engine_ops *ops, homa_
     hlist_init(&eng->resending);
     hlist_init(&eng->send_fifo);
     /* A full period of SRPT bytes before the first FIFO turn. */
-    if (eng->cfg.grant_fifo_permille > 0)
-        eng->send_fifo_credit = (int64_t)eng->cfg.max_payload *
-                                (1000 - eng->cfg.grant_fifo_permille) /
-                                eng->cfg.grant_fifo_permille;
+    if (eng->cfg.grant_fifo_permille > 0) eng->send_fifo_credit = homa_send_fifo_period(eng);
     hlist_init(&eng->grantable);
     hlist_init(&eng->mem_waitq);
     hlist_init(&eng->zombies);

@@ -542,6 +542,14 @@ static inline void homa_rpc_heard(struct homa_engine *eng, struct homa_rpc *rpc,
     rpc->last_heard = now;
     rpc->forgiven_seen = eng->forgiven;
 }
+/* The SRPT bytes a sender sends per packet it gives its oldest message
+ * (grant_fifo_permille > 0; output.c). */
+static inline int64_t homa_send_fifo_period(const struct homa_engine *eng)
+{
+    uint32_t p = eng->cfg.grant_fifo_permille;
+    return (int64_t)eng->cfg.max_payload * (1000 - p) / p;
+}
+
 /* Takes rpc off the timer wheel and out of any budget queue (freeing). */
 void homa_timer_forget(struct homa_rpc *rpc);
 void homa_timer_schedule(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t tick);

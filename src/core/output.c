@@ -8,16 +8,16 @@
  * one before it (homa_out_update).
  *
  * Ranges a RESEND asked for go before all of that (eng->resending, oldest
- * first): the receiver granted them and is waiting.
+ * first): the receiver granted them and is waiting.  Under SRPT alone a
+ * lost packet of a long message would wait behind every shorter message the
+ * sender has, at 90 % load for longer than the receiver's timeout.
  *
  * A share of the bytes (grant_fifo_permille, as for the receiver's grants)
  * goes to the oldest message that can send instead (eng->send_fifo, in the
  * order messages started): under SRPT alone a long message waits as long
  * as shorter ones keep coming, and the receiver's FIFO grants cannot help
  * a message whose first byte never left (through homad, one process's
- * stream of 100 KB RPCs held another's 1 MB RPC for over 3 s).  Under SRPT alone a
- * lost packet of a long message would wait behind every shorter message the
- * sender has, at 90 % load for longer than the receiver's timeout. */
+ * stream of 100 KB RPCs held another's 1 MB RPC for over 3 s). */
 #include <string.h>
 
 #include "internal.h"
@@ -476,8 +476,7 @@ static void send_one(struct homa_engine *eng, struct homa_rpc *rpc, homa_pkt_out
  * period).  Also charges the credit for the turn either way. */
 static struct homa_rpc *fifo_turn(struct homa_engine *eng, const struct homa_rpc *head)
 {
-    uint32_t p = eng->cfg.grant_fifo_permille;
-    eng->send_fifo_credit += (int64_t)eng->cfg.max_payload * (1000 - p) / p;
+    eng->send_fifo_credit += homa_send_fifo_period(eng);
     int scanned = 0;
     for (struct hlist *n = eng->send_fifo.next; n != &eng->send_fifo && scanned < SEND_FIFO_SCAN;
          n = n->next, scanned++) {

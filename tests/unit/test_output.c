@@ -159,6 +159,7 @@ static void homa_engine_pull__oldest_gets_a_share(void **state)
         }
         print_message("%s: the 150 KB request sent %d of 400 packets, first at %d\n",
                       strict ? "strict SRPT" : "default", big_pkts, first_big);
+        assert_int_equal(e->fifo_xmits, (uint64_t)big_pkts); /* all by that rule */
         if (strict) {
             assert_int_equal(big_pkts, 0);
         } else {

@@ -33,6 +33,16 @@ const char *homa_perf_config;
 unsigned homa_perf_rt_flags;
 int homa_perf_sched_class;
 
+/* --class: gives the socket its scheduling class (nothing to do for 0). */
+static int apply_class(homa_socket *s, char *err, size_t errlen)
+{
+    int rc = homa_perf_sched_class > 0 ? homa_socket_set_class(s, homa_perf_sched_class) : 0;
+    if (rc < 0)
+        snprintf(err, errlen, "homa_socket_set_class(%d): %s", homa_perf_sched_class,
+                 homa_strerror(rc));
+    return rc;
+}
+
 /* busy_poll_us < 0 keeps the runtime's default. */
 static void runtime_options(homa_runtime_options *ro, uint32_t max_message, int busy_poll_us)
 {
@@ -285,10 +295,7 @@ int homa_client_create(const perf_addr *addr, int busy_poll_us, pt_client **out,
         client_rt_put();
         return rc;
     }
-    if (homa_perf_sched_class > 0 &&
-        (rc = homa_socket_set_class(c->sock, homa_perf_sched_class)) < 0) {
-        snprintf(err, errlen, "homa_socket_set_class(%d): %s", homa_perf_sched_class,
-                 homa_strerror(rc));
+    if ((rc = apply_class(c->sock, err, errlen)) < 0) {
         homa_socket_close(c->sock);
         free(c);
         client_rt_put();
@@ -380,10 +387,7 @@ int homa_server_start(uint16_t port, int threads, int busy_poll_us, pt_server **
         hserver_stop(&s->base);
         return rc;
     }
-    if (homa_perf_sched_class > 0 &&
-        (rc = homa_socket_set_class(s->sock, homa_perf_sched_class)) < 0) {
-        snprintf(err, errlen, "homa_socket_set_class(%d): %s", homa_perf_sched_class,
-                 homa_strerror(rc));
+    if ((rc = apply_class(s->sock, err, errlen)) < 0) {
         hserver_stop(&s->base);
         return rc;
     }
