@@ -1179,15 +1179,17 @@ static bool check_rpc(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t no
          * the server is working on it: a liveness prod; a lost response is
          * also asked for when the server's NEED_ACK arrives. */
         bool recovery = !rpc->confirmed;
-        /* Recovery RESENDs to a server that is behind come no more often
-         * than it usually answers (as the first one, above): it has the
-         * request in its backlog, and asking every interval only adds to
-         * the backlog (W1 at 0.10 Gb/s with 20 % loss: 1.8-3.0 RESENDs per
-         * RPC).  A prompt server is asked at the plain interval, and so is
-         * a port we doubt (not heard for a quarter timeout): then every
-         * attempt counts before the timeout (the 16-host sweep at 20 %
-         * loss failed an RPC with the spacing alone). */
-        uint64_t every = recovery && !port_doubt && usual > resend_base ? usual : resend_base;
+        /* RESENDs to a server that is behind come no more often than it
+         * usually answers (as the first one, above): it has the request
+         * in its backlog, or is working on it, and asking every interval
+         * only adds to the backlog (W1 at 0.10 Gb/s with 20 % loss: 1.8-3.0
+         * recovery RESENDs per RPC; W2 at 0.20 without loss: 0.98 prods
+         * per RPC, each answered BUSY).  A prompt server is asked at the
+         * plain interval, and so is a port we doubt (not heard for a
+         * quarter timeout): then every attempt counts before the timeout
+         * (the 16-host sweep at 20 % loss failed an RPC with the spacing
+         * alone). */
+        uint64_t every = !port_doubt && usual > resend_base ? usual : resend_base;
         if (since_prod < every) {
             at_least(next, rpc->last_prodded + every + lag);
             return false;
