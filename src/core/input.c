@@ -1132,23 +1132,10 @@ static bool check_rpc(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t no
             return true; /* asked again and again, nothing new came */
         at_least(next, rpc->in_progress + timeout + lag);
     }
-    /* How long the server usually takes to answer: an unanswered request
-     * is not asked about sooner.  Up to a timeout while the server's port
-     * is heard: it answers others, so it has this request in its backlog
-     * or lost it, and an ask only queues behind the request there (W3 at
-     * 0.6 Gb/s without loss: a run that fell behind drew a RESEND and a
-     * BUSY for most requests and never caught up again).  Up to a quarter
-     * timeout for a port we doubt, so the RPC is looked at again when its
-     * port would become doubtful (as often as it asked before). */
+    /* How long the server usually takes to answer (up to a quarter
+     * timeout): an unanswered request is not asked about sooner. */
     uint64_t usual = 2 * rpc->peer->resp_time;
-    if (usual > timeout / 4) {
-        if (port_doubt) {
-            usual = timeout / 4;
-        } else {
-            if (usual > timeout) usual = timeout;
-            at_least(next, port_heard + timeout / 4 + lag);
-        }
-    }
+    if (usual > timeout / 4) usual = timeout / 4;
     if (!(rpc->id & 1) && !m->active && !rpc->confirmed && usual > resend_after)
         resend_after = usual;
     if (silent < resend_after) {

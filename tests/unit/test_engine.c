@@ -915,54 +915,6 @@ static void homa_timer_run__asks_counted_per_answer_time(void **state)
     pair_destroy(&p);
 }
 
-/* A live server 250 ms behind on its input (as a kernel receive queue holds
- * it), answering a steady stream of requests at once: the client learns
- * that it answers in about 250 ms and hears its port all along, so it does
- * not ask about a request (RESEND) before a timeout has passed: an ask
- * only queues behind the request, and its answer (the response again)
- * is more work for a host already behind. */
-static void homa_timer_run__resends_wait_for_a_server_behind(void **state)
-{
-    (void)state;
-    struct pair p;
-    setup_pair(&p, NULL);
-    struct lagq *l = calloc(1, sizeof(*l));
-    l->p = &p;
-    l->start = p.now;
-    l->lag = 250 * MS;
-    p.filter = lagq_filter;
-    p.filter_arg = l;
-    int target = 0, failed = 0, done = 0, sent = 0;
-    uint64_t id;
-    homa_counters c;
-    uint64_t resends_warm = 0;
-    for (int t = 0; t < 3000 && done < 800; t++) {
-        if (t < 1600 && t % 2 == 0) {
-            assert_int_equal(
-                homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, "b", 1, 0, &id),
-                0);
-            sent++;
-        }
-        if (t == 800) { /* the backlog has held 250 ms for 300 ms */
-            homa_engine_counters(p.e[0], &c);
-            resends_warm = c.resend_out;
-        }
-        lagq_ms(l, 0, &target, &failed, &done);
-    }
-    assert_int_equal(failed, 0);
-    assert_int_equal(done, 800);
-    homa_engine_counters(p.e[0], &c);
-    /* the last 400 requests: at most 3 RESENDs each (at 5 ms, then every
-     * quarter timeout: 4,685 in all) */
-    assert_true(c.resend_out - resends_warm <= 1200);
-    assert_int_equal(c.client_timeouts, 0);
-    p.filter = NULL;
-    while (l->head < l->tail)
-        free(l->q[l->head++ % LAGQ_MAX].buf);
-    free(l);
-    pair_destroy(&p);
-}
-
 /* A server that takes 10 ms to answer: once the client knows it, a request
  * that goes unanswered while the server's port is heard (it answers the
  * client's prods about another request it holds) is asked about (RESEND,
@@ -2311,7 +2263,6 @@ int main(void)
         cmocka_unit_test(homa_timer_run__recovery_resends_spaced_for_slow_server),
         cmocka_unit_test(homa_timer_run__prods_spaced_for_slow_server),
         cmocka_unit_test(homa_timer_run__asks_counted_per_answer_time),
-        cmocka_unit_test(homa_timer_run__resends_wait_for_a_server_behind),
         cmocka_unit_test(homa_engine_input__restart_uses_current_cutoffs),
         cmocka_unit_test(homa_engine_timer__unknowns_fail_only_after_timeout),
         cmocka_unit_test(homa_engine_output__packets_follow_path_payload),
