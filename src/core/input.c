@@ -185,12 +185,7 @@ static void client_restart(struct homa_engine *eng, struct homa_rpc *rpc)
     }
     homa_mem_wait_leave(rpc); /* its response will come afresh */
     struct homa_msgout *m = &rpc->out;
-    homa_out_remove(eng, rpc);
-    m->next_xmit = 0;
-    m->granted = m->unsched;
-    m->num_rtx = 0;
-    homa_out_forget(m);
-    m->empty_pending = (m->length == 0);
+    homa_out_restart(eng, rpc);
     /* The restarted request is sent afresh under the peer's current cutoffs
      * (its DATA carries their version), so its priority must follow them. */
     m->unsched_prio = homa_unsched_prio(eng, rpc->peer->cutoffs, m->length);

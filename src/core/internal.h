@@ -513,8 +513,10 @@ void homa_out_add_rtx(struct homa_engine *eng, struct homa_rpc *rpc, uint32_t st
  * retransmitted since; returns the bytes queued. */
 uint32_t homa_out_resend(struct homa_engine *eng, struct homa_rpc *rpc, uint32_t start,
                          uint32_t end, uint8_t prio, uint64_t arrived);
-/* Forgets the transmission history (the message starts over). */
-void homa_out_forget(struct homa_msgout *m);
+/* The message starts over (a request restarted after RPC_UNKNOWN): off
+ * every queue, its transmission history forgotten, and back in the FIFO
+ * as a message starting now; the caller then calls homa_out_update. */
+void homa_out_restart(struct homa_engine *eng, struct homa_rpc *rpc);
 
 /* grant.c */
 void homa_grant_add(struct homa_engine *eng, struct homa_rpc *rpc);

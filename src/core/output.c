@@ -206,6 +206,24 @@ void homa_out_remove(struct homa_engine *eng, struct homa_rpc *rpc)
     rpc->out.empty_pending = false;
 }
 
+/* A message with bytes never sent joins the FIFO of those (oldest first). */
+static void fifo_join(struct homa_engine *eng, struct homa_rpc *rpc)
+{
+    if (rpc->out.length > 0) hlist_add_tail(&eng->send_fifo, &rpc->fifo_node);
+}
+
+void homa_out_restart(struct homa_engine *eng, struct homa_rpc *rpc)
+{
+    struct homa_msgout *m = &rpc->out;
+    homa_out_remove(eng, rpc);
+    m->next_xmit = 0;
+    m->granted = m->unsched;
+    m->num_marks = 0;
+    m->num_rsent = 0;
+    m->empty_pending = (m->length == 0);
+    fifo_join(eng, rpc);
+}
+
 void homa_out_start(struct homa_engine *eng, struct homa_rpc *rpc, uint8_t *buf, uint32_t len)
 {
     struct homa_msgout *m = &rpc->out;
@@ -220,7 +238,7 @@ void homa_out_start(struct homa_engine *eng, struct homa_rpc *rpc, uint8_t *buf,
     m->sched_prio = 0;
     m->active = true;
     m->empty_pending = (len == 0);
-    if (len > 0) hlist_add_tail(&eng->send_fifo, &rpc->fifo_node);
+    fifo_join(eng, rpc);
     homa_out_update(eng, rpc);
 }
 
@@ -263,11 +281,6 @@ static uint64_t mark_gran(const struct homa_engine *eng)
     return eng->cfg.tick_ns / 2;
 }
 
-void homa_out_forget(struct homa_msgout *m)
-{
-    m->num_marks = 0;
-    m->num_rsent = 0;
-}
 
 static void note_first_xmit(struct homa_engine *eng, struct homa_msgout *m, uint32_t start)
 {

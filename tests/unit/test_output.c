@@ -170,6 +170,70 @@ static void homa_engine_pull__oldest_gets_a_share(void **state)
     }
 }
 
+/* A request restarted after RPC_UNKNOWN starts over, and so does its
+ * place among the oldest messages: it still gets the FIFO share while
+ * shorter messages keep coming (left out of that list, a long restarted
+ * request waited for as long as they came). */
+static void homa_engine_pull__restarted_request_keeps_a_share(void **state)
+{
+    (void)state;
+    homa_engine *e = make(NULL);
+    uint64_t now = 1;
+    uint64_t big_id = send(e, now++, 150000);
+    homa_pkt_out out[64];
+    while (homa_engine_pull(e, now, out, 64) > 0) /* its unscheduled bytes */
+        homa_engine_pull_done(e);
+    homa_counters c;
+    uint64_t t = now;
+    do { /* the server is silent: a RESEND about it */
+        t += 1000000ull;
+        homa_engine_timer(e, t);
+        while (homa_engine_pull(e, t, out, 64) > 0)
+            homa_engine_pull_done(e);
+        homa_engine_counters(e, &c);
+    } while (c.resend_out == 0 && t < now + 50 * 1000000ull);
+    assert_true(c.resend_out > 0);
+    now = t + 1;
+    struct homa_wire_pkt u;
+    memset(&u, 0, sizeof(u));
+    u.type = HOMA_PKT_RPC_UNKNOWN;
+    u.sport = 80;
+    u.dport = PORT;
+    u.sender_id = big_id ^ 1;
+    uint8_t buf[HOMA_MAX_HDR_LEN];
+    size_t hl = homa_wire_encode(&u, buf);
+    assert_int_equal(homa_engine_input(e, now, &peer, buf, hl), 0);
+    homa_engine_counters(e, &c);
+    assert_int_equal(c.client_restarts, 1);
+    uint64_t small[4];
+    uint32_t left[4];
+    for (int i = 0; i < 4; i++) {
+        small[i] = send(e, now++, 10000);
+        left[i] = 10000;
+    }
+    int big_pkts = 0;
+    uint64_t fifo0 = e->fifo_xmits;
+    for (int k = 0; k < 400; k++) {
+        assert_int_equal(homa_engine_pull(e, now++, out, 1), 1);
+        struct homa_wire_pkt p;
+        decode(&out[0], &p);
+        if (p.sender_id == big_id) {
+            big_pkts++;
+        } else {
+            for (int i = 0; i < 4; i++)
+                if (small[i] == p.sender_id && (left[i] -= out[0].payload_len) == 0) {
+                    small[i] = send(e, now++, 10000);
+                    left[i] = 10000;
+                }
+        }
+        homa_engine_pull_done(e);
+    }
+    /* its unscheduled bytes again, by the FIFO rule (20 turns in 400) */
+    assert_true(big_pkts >= 10);
+    assert_int_equal(e->fifo_xmits - fifo0, (uint64_t)big_pkts);
+    homa_engine_destroy(e);
+}
+
 /* SRPT order holds across the send queue's buckets: 2,000 requests of
  * sizes below 1,024 bytes (one bucket each), repeated sizes and long ones
  * (partly sent, they move to shorter buckets), more arriving while the
@@ -718,6 +782,7 @@ int main(void)
         cmocka_unit_test(homa_engine_pull__pacer_counts_link_overhead),
         cmocka_unit_test(homa_engine_pull__higher_class_first),
         cmocka_unit_test(homa_engine_pull__oldest_gets_a_share),
+        cmocka_unit_test(homa_engine_pull__restarted_request_keeps_a_share),
         cmocka_unit_test(homa_engine_pull__zero_length_message),
         cmocka_unit_test(homa_engine_pull_done__defers_frees),
         cmocka_unit_test(homa_engine_input_at__resend_older_than_data_not_answered),
