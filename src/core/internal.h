@@ -394,7 +394,7 @@ struct homa_engine {
      * send gets a packet (grant_fifo_permille; output.c). */
     struct hlist send_fifo;
     int64_t send_fifo_credit;
-    uint64_t fifo_xmits; /* packets sent by that rule (tests) */
+    uint64_t fifo_xmits;    /* packets sent by that rule (tests) */
     struct hlist grantable; /* incoming messages needing grants, SRPT order */
     struct hlist zombies;   /* freed RPCs whose message the app still holds */
     struct hlist mem_waitq; /* RPCs waiting for max_rx_bytes, FIFO */

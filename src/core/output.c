@@ -281,7 +281,6 @@ static uint64_t mark_gran(const struct homa_engine *eng)
     return eng->cfg.tick_ns / 2;
 }
 
-
 static void note_first_xmit(struct homa_engine *eng, struct homa_msgout *m, uint32_t start)
 {
     uint64_t now = eng->now;

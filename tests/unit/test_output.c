@@ -91,7 +91,7 @@ static void homa_engine_pull__higher_class_first(void **state)
     assert_int_equal(homa_engine_port_set_class(e, PORT + 1, HOMA_SCHED_CLASSES), HOMA_ERR_INVAL);
     assert_int_equal(homa_engine_port_set_class(e, PORT + 1, -1), HOMA_ERR_INVAL);
     assert_int_equal(homa_engine_port_set_class(e, PORT + 2, 1), HOMA_ERR_NO_PORT);
-    uint64_t small0 = send(e, 0, 500);  /* class 0 */
+    uint64_t small0 = send(e, 0, 500); /* class 0 */
     uint64_t id[3];
     size_t lens[3] = {30000, 2000, 0};
     for (int i = 0; i < 3; i++)
@@ -108,8 +108,10 @@ static void homa_engine_pull__higher_class_first(void **state)
     uint64_t want[27];
     int k = 0;
     want[k++] = id[2];
-    for (int i = 0; i < 2; i++) want[k++] = id[1];
-    for (int i = 0; i < 22; i++) want[k++] = id[0];
+    for (int i = 0; i < 2; i++)
+        want[k++] = id[1];
+    for (int i = 0; i < 22; i++)
+        want[k++] = id[0];
     want[k++] = late;
     want[k++] = small0;
     for (int i = 0; i < n; i++) {
