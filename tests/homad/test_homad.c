@@ -320,8 +320,6 @@ static void homad__daemon_killed(void **state)
     stop_daemon_connected(rt, d);
 }
 
-/* Closing a socket wakes a thread blocked in homa_recv on it, as in
- * embedded mode. */
 /* One RPC from cli to srv at `where`, answered "PONG" (checked). */
 static void ping_pong(homa_socket *cli, homa_socket *srv, const homa_endpoint *where)
 {
@@ -337,6 +335,8 @@ static void ping_pong(homa_socket *cli, homa_socket *srv, const homa_endpoint *w
     homa_release(cli, &m);
 }
 
+/* Closing a socket wakes a thread blocked in homa_recv on it, as in
+ * embedded mode. */
 static void homad__close_wakes_recv(void **state)
 {
     (void)state;
