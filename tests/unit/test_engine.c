@@ -1041,6 +1041,66 @@ static void homa_engine_timer__unknowns_fail_only_after_timeout(void **state)
     pair_destroy(&p);
 }
 
+/* A server at its cap on live RPCs (max_rpcs) is overloaded, not dead: its
+ * application holds the RPCs it has for 4 timeouts, and the requests that
+ * came over the cap wait at their clients and complete once it answers
+ * (refused with RPC_UNKNOWN, they were restarted, refused again and failed
+ * as "not responding" after 16 restarts and a timeout). */
+static void homa_engine_input__rpc_cap_is_not_death(void **state)
+{
+    (void)state;
+    struct pair p;
+    setup_pair(&p, NULL);
+    p.e[1]->cfg.max_rpcs = 4;
+    enum { N = 12 };
+    uint64_t ids[N];
+    for (int i = 0; i < N; i++)
+        assert_int_equal(homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, "q", 1,
+                                                  (uint64_t)i, &ids[i]),
+                         0);
+    pair_settle(&p);
+    homa_msg held[N], m;
+    int nheld = 0;
+    while (homa_engine_recv(p.e[1], SPORT, HOMA_RECV_REQUEST, 0, &m) == 0)
+        held[nheld++] = m;
+    assert_int_equal(nheld, 4);
+    for (int t = 0; t < 400; t++) {
+        pair_advance(&p, MS);
+        int r = homa_engine_recv(p.e[0], CPORT, HOMA_RECV_ANY, 0, &m);
+        if (r == 0) print_message("tick %d: response error %d\n", t, m.error);
+        assert_int_equal(r, HOMA_ERR_AGAIN);
+    }
+    homa_counters c;
+    homa_engine_counters(p.e[0], &c);
+    assert_int_equal(c.client_timeouts, 0);
+    /* Now the application answers each request as it comes. */
+    int done = 0;
+    for (int t = 0; t < 2000 && done < N; t++) {
+        while (nheld > 0) {
+            m = held[--nheld];
+            assert_int_equal(
+                homa_engine_send_reply(p.e[1], p.now, SPORT, &m.peer, m.peer_port, m.id, "r", 1),
+                0);
+            homa_engine_release(p.e[1], &m);
+        }
+        pair_advance(&p, MS);
+        while (nheld < N && homa_engine_recv(p.e[1], SPORT, HOMA_RECV_REQUEST, 0, &m) == 0)
+            held[nheld++] = m;
+        while (homa_engine_recv(p.e[0], CPORT, HOMA_RECV_RESPONSE, 0, &m) == 0) {
+            assert_int_equal(m.error, 0);
+            assert_int_equal(m.length, 1);
+            homa_engine_release(p.e[0], &m);
+            done++;
+        }
+    }
+    assert_int_equal(done, N);
+    homa_engine_counters(p.e[0], &c);
+    assert_int_equal(c.client_timeouts, 0);
+    homa_engine_counters(p.e[1], &c);
+    assert_int_equal(c.server_requests, N); /* each delivered once */
+    pair_destroy(&p);
+}
+
 static uint32_t payload_1000(void *ctx, const homa_addr *addr)
 {
     (void)ctx;
@@ -2265,6 +2325,7 @@ int main(void)
         cmocka_unit_test(homa_timer_run__asks_counted_per_answer_time),
         cmocka_unit_test(homa_engine_input__restart_uses_current_cutoffs),
         cmocka_unit_test(homa_engine_timer__unknowns_fail_only_after_timeout),
+        cmocka_unit_test(homa_engine_input__rpc_cap_is_not_death),
         cmocka_unit_test(homa_engine_output__packets_follow_path_payload),
         cmocka_unit_test(homa_engine_abort__frees_and_server_cleans_up),
         cmocka_unit_test(homa_engine_request_priority__limits_data_packets),
