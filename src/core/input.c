@@ -275,10 +275,32 @@ static struct homa_rpc *mem_waiting(struct homa_engine *eng, struct homa_rpc *rp
     return NULL;
 }
 
-/* No room for another RPC (max_rpcs). */
-static bool at_rpc_cap(const struct homa_engine *eng)
+/* Server RPCs hold at least half of max_rpcs: at the cap, this host is
+ * behind on requests it took, and its own progress makes room, so a
+ * request refused now is told BUSY (come back later).  A cap filled by
+ * our own client RPCs is not made room by serving: those wait on other
+ * hosts, which may wait on us (two engines full of requests to each other
+ * would say BUSY forever), so refusals there stay silent (RPC_UNKNOWN to
+ * a RESEND) and end in a timeout. */
+static bool busy_serving(const struct homa_engine *eng)
 {
-    return eng->ctr.rpcs_live >= eng->cfg.max_rpcs;
+    return eng->server_rpcs >= eng->cfg.max_rpcs / 2;
+}
+
+/* Answer to a RESEND about a request we have no RPC (nor tombstone) for:
+ * RPC_UNKNOWN brings its restart.  While server RPCs hold half the cap or
+ * more, only as many a tick as there are free slots (a restart that finds
+ * the cap full again counts towards "forgotten": without the limit, every
+ * client waiting for room restarted when one slot freed); the others hear
+ * BUSY and ask again later. */
+static uint8_t unknown_request_answer(struct homa_engine *eng)
+{
+    const homa_config *c = &eng->cfg;
+    if (!busy_serving(eng)) return HOMA_PKT_RPC_UNKNOWN;
+    uint64_t used = (uint64_t)eng->ctr.rpcs_live + eng->cap_unknowns;
+    if (used >= c->max_rpcs) return HOMA_PKT_BUSY;
+    eng->cap_unknowns++;
+    return HOMA_PKT_RPC_UNKNOWN;
 }
 
 /* Finds the RPC a DATA packet belongs to (creating a server RPC for the
@@ -318,13 +340,13 @@ static struct homa_rpc *data_target(struct homa_engine *eng, const homa_addr *sr
             }
             /* At the RPC cap we are overloaded, not gone: refused without
              * state, and its client hears BUSY (for the first packet; a
-             * RESEND about it draws BUSY too, see at_rpc_cap) and asks
+             * RESEND about it too: unknown_request_answer) and asks
              * again later, restarting the request when we have room.
              * Refused with RPC_UNKNOWN, such requests were restarted and
              * refused again until their clients declared us dead (W1 at
              * 0.095 Gb/s without loss: 63,017 RPCs failed at once). */
-            if (at_rpc_cap(eng)) {
-                if (!probe && pkt->u.data.offset == 0)
+            if (eng->ctr.rpcs_live >= eng->cfg.max_rpcs) {
+                if (!probe && pkt->u.data.offset == 0 && busy_serving(eng))
                     send_simple(eng, HOMA_PKT_BUSY, local, src, pkt->dport, pkt->sport);
                 *reason = HOMA_DROP_NO_MEMORY;
                 return NULL;
@@ -716,7 +738,7 @@ int homa_engine_input_at(homa_engine *eng, uint64_t now, uint64_t arrived, const
              * instead of restarting it into the same refusal. */
             bool tomb = (local & 1) && homa_tomb_find(eng, local, src, pkt.sport);
             uint8_t answer =
-                (local & 1) && !tomb && at_rpc_cap(eng) ? HOMA_PKT_BUSY : HOMA_PKT_RPC_UNKNOWN;
+                (local & 1) && !tomb ? unknown_request_answer(eng) : HOMA_PKT_RPC_UNKNOWN;
             send_simple(eng, answer, local, src, pkt.dport, pkt.sport);
             ret = drop(eng, HOMA_DROP_NO_RPC);
         } else {
