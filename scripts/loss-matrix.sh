@@ -30,10 +30,12 @@
 # such runs stop, not where the first run misses.
 #
 # usage: scripts/loss-matrix.sh [--perf BIN] [--seeds 5] [--seed-base 600]
-#            [--seconds 3] [--keep-up-ms 20] [POINT ...]      (default
+#            [--seconds 3] [--keep-up-ms 20] [--keep DIR] [POINT ...] (default
 #            points: w1:0.06 w1:0.08 w2:0.24 w3:0.8 w4:3.2 w5:3.2)
 #        scripts/loss-matrix.sh --top w1,w2,w3,w4,w5 [--from G] [--step 1.25]
 #            [--fine 1.06] [--down 6] [same options]
+# --keep DIR runs both processes with --counters and keeps the output of
+# every run with an error there (WL-GBPS-MODE-SEED.cli / .srv).
 # Exit status: 0 every run with faults at a carried point completed every
 # RPC (and, with --top, a carried rate was found for every workload), 1
 # otherwise, 2 bad usage.
@@ -50,9 +52,11 @@ FROM=
 STEP=1.25
 FINE=1.06
 DOWN=6
+KEEP=
+COUNTERS=
 while [ $# -gt 0 ]; do
     case "$1" in
-    --perf | --seeds | --seed-base | --seconds | --keep-up-ms | --top | --from | --step | --fine | --down)
+    --perf | --seeds | --seed-base | --seconds | --keep-up-ms | --top | --from | --step | --fine | --down | --keep)
         [ $# -ge 2 ] || { echo "loss-matrix: $1 needs a value" >&2; exit 2; } ;;
     esac
     case "$1" in
@@ -66,7 +70,8 @@ while [ $# -gt 0 ]; do
     --step) STEP=$2; shift ;;
     --fine) FINE=$2; shift ;;
     --down) DOWN=$2; shift ;;
-    -h | --help) sed -n 2,39p "$0"; exit 0 ;;
+    --keep) KEEP=$2; COUNTERS=--counters; shift ;;
+    -h | --help) sed -n 2,41p "$0"; exit 0 ;;
     -*) echo "loss-matrix: unknown option $1" >&2; exit 2 ;;
     *) POINTS="$POINTS $1" ;;
     esac
@@ -77,6 +82,9 @@ done
 awk -v s="$STEP" -v f="$FINE" 'BEGIN { exit !(s > 1.01 && f > 1.01 && f <= s) }' ||
     { echo "loss-matrix: need --step >= --fine > 1.01" >&2; exit 2; }
 case $DOWN in '' | *[!0-9]*) echo "loss-matrix: --down needs a count" >&2; exit 2 ;; esac
+if [ -n "$KEEP" ]; then
+    mkdir -p "$KEEP" || { echo "loss-matrix: cannot create $KEEP" >&2; exit 2; }
+fi
 FAULTS="drop=0.2,dir=tx,dup=0.05,reorder=0.1,reorder_depth=8"
 TMP=$(mktemp -d)
 SRV=
@@ -86,16 +94,16 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# run WORKLOAD GBPS FAULTS: one server, one client; sets R (RPCs), E
+# run WORKLOAD GBPS FAULTS [TAG]: one server, one client; sets R (RPCs), E
 # (errors), P (p50 ms), K (failure kinds) and UP (1: kept up).
 run() {
     local port=$((30000 + RANDOM % 20000))
-    HOMA_FAULTS=$3 "$PERF" server --proto homa --port $port >"$TMP/srv" 2>&1 &
+    HOMA_FAULTS=$3 "$PERF" server --proto homa --port $port $COUNTERS >"$TMP/srv" 2>&1 &
     SRV=$!
     sleep 0.3
     HOMA_FAULTS=$3 timeout 300 "$PERF" client --proto homa --server 127.0.0.1:$port \
         --test workload --workload "$1" --gbps "$2" --seconds "$SECS" --no-calibrate \
-        --verify >"$TMP/cli" 2>&1
+        --verify $COUNTERS >"$TMP/cli" 2>&1
     kill -INT $SRV 2>/dev/null
     wait $SRV 2>/dev/null
     SRV=
@@ -103,6 +111,10 @@ run() {
     E=$(awk '/^  errors /{print $2}' "$TMP/cli")
     P=$(awk '/^  latency us /{printf "%.3f", $6 / 1000}' "$TMP/cli")
     K=$(grep '^  failed ' "$TMP/cli" | sed 's/^  failed *//' | tr '\n' ';')
+    if [ -n "$KEEP" ] && [ "${E:-x}" != 0 ]; then
+        cp "$TMP/cli" "$KEEP/$1-$2-${4:-run}.cli"
+        cp "$TMP/srv" "$KEEP/$1-$2-${4:-run}.srv"
+    fi
     UP=0
     [ "${E:-x}" = 0 ] && awk -v p="${P:-1e9}" -v k="$KEEP_MS" 'BEGIN { exit !(p < k) }' && UP=1
 }
@@ -122,7 +134,7 @@ matrix() {
         for mode in none faults; do
             f=
             [ $mode = faults ] && f="$FAULTS,seed=$((BASE + s))"
-            run "$1" "$2" "$f"
+            run "$1" "$2" "$f" "$mode-$s"
             line "$1" "$2" $mode "$s"
             [ $mode = none ] && [ $UP = 0 ] && CARRIED=0
             echo "$1 $2 $mode ${R:-0} ${E:-x} $UP" >>"$TMP/all"
@@ -151,7 +163,7 @@ for wl in $TOP; do
     for st in "$STEP" "$FINE"; do
         [ -n "$last" ] && g=$(mul "$last" "$st")
         while [ -z "$ceil" ] || awk -v g="$g" -v c="$ceil" 'BEGIN { exit !(g < c * 0.999) }'; do
-            run "$wl" "$g" ""
+            run "$wl" "$g" "" ladder
             line "$wl" "$g" ladder -
             [ $UP = 1 ] || { ceil=$g; break; }
             last=$g

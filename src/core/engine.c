@@ -648,7 +648,10 @@ static void rpc_free(struct homa_engine *eng, struct homa_rpc *rpc, bool tomb)
     if (rpc->peer->num_rpcs == 0) rpc->peer->idle_since = eng->now;
     if (rpc->port) rpc->port->num_rpcs--;
     eng->ctr.rpcs_live--;
-    if (rpc->id & 1) eng->server_rpcs--;
+    if (rpc->id & 1) {
+        eng->server_rpcs--;
+        eng->server_freed_at = eng->now;
+    }
     if (rpc->app_holds) {
         /* The application's homa_msg still points at in.buf; keep it (its
          * memory stays counted) until homa_engine_release. */
@@ -1161,7 +1164,6 @@ void homa_engine_timer(homa_engine *eng, uint64_t now)
     if (eng->lag >= eng->cfg.tick_ns) eng->ctr.input_stalls++;
     eng->next_tick = now + eng->cfg.tick_ns;
     eng->ticks++;
-    eng->cap_unknowns = 0;
     /* (homa_timer_run forgives the peers and their ports the lateness.) */
     homa_timer_run(eng, now, late);
     tombs_expire(eng, now);

@@ -275,30 +275,52 @@ static struct homa_rpc *mem_waiting(struct homa_engine *eng, struct homa_rpc *rp
     return NULL;
 }
 
-/* Server RPCs hold at least half of max_rpcs: at the cap, this host is
- * behind on requests it took, and its own progress makes room, so a
- * request refused now is told BUSY (come back later).  A cap filled by
- * our own client RPCs is not made room by serving: those wait on other
- * hosts, which may wait on us (two engines full of requests to each other
- * would say BUSY forever), so refusals there stay silent (RPC_UNKNOWN to
- * a RESEND) and end in a timeout. */
+/* Busy serving, at the RPC cap: server RPCs hold at least half of it,
+ * and one was freed within a timeout (or the cap was reached less than a
+ * timeout ago).  Then this host is behind on requests it took, and its
+ * own progress makes room, so a request refused now is told BUSY (come
+ * back later).  Otherwise the refusal stays silent (RPC_UNKNOWN to a
+ * RESEND) and its client fails it after a timeout: a cap filled by our
+ * own client RPCs is not made room by serving (two engines full of
+ * requests to each other would say BUSY forever), and neither is one
+ * whose server RPCs stopped finishing (an application that holds its
+ * requests, or whose handlers wait on RPCs to a peer that waits on us),
+ * as a response waiting for memory fails when nothing was released for a
+ * timeout. */
 static bool busy_serving(const struct homa_engine *eng)
 {
-    return eng->server_rpcs >= eng->cfg.max_rpcs / 2;
+    const homa_config *c = &eng->cfg;
+    if (eng->server_rpcs == 0 || 2 * (uint64_t)eng->server_rpcs < c->max_rpcs) return false;
+    uint64_t timeout = (uint64_t)c->timeout_ticks * c->tick_ns;
+    uint64_t progress =
+        eng->server_freed_at > eng->cap_full_at ? eng->server_freed_at : eng->cap_full_at;
+    return eng->now - progress < timeout;
+}
+
+/* A request refused (or asked about) at the RPC cap: the first since a
+ * server RPC was freed starts the timeout within which one must be. */
+static void cap_refusal(struct homa_engine *eng)
+{
+    if (eng->cap_full_at <= eng->server_freed_at) eng->cap_full_at = eng->now;
 }
 
 /* Answer to a RESEND about a request we have no RPC (nor tombstone) for:
- * RPC_UNKNOWN brings its restart.  While server RPCs hold half the cap or
- * more, only as many a tick as there are free slots (a restart that finds
- * the cap full again counts towards "forgotten": without the limit, every
- * client waiting for room restarted when one slot freed); the others hear
- * BUSY and ask again later. */
+ * RPC_UNKNOWN brings its restart.  While busy serving, only as many a
+ * tick as there are free slots (a restart that finds the cap full again
+ * counts towards "forgotten": without the limit, every client waiting for
+ * room restarted when one slot freed); the others hear BUSY and ask again
+ * later. */
 static uint8_t unknown_request_answer(struct homa_engine *eng)
 {
     const homa_config *c = &eng->cfg;
+    if (eng->ctr.rpcs_live >= c->max_rpcs) cap_refusal(eng);
     if (!busy_serving(eng)) return HOMA_PKT_RPC_UNKNOWN;
-    uint64_t used = (uint64_t)eng->ctr.rpcs_live + eng->cap_unknowns;
-    if (used >= c->max_rpcs) return HOMA_PKT_BUSY;
+    uint64_t tick = eng->now / c->tick_ns;
+    if (tick != eng->cap_tick) {
+        eng->cap_tick = tick;
+        eng->cap_unknowns = 0;
+    }
+    if ((uint64_t)eng->ctr.rpcs_live + eng->cap_unknowns >= c->max_rpcs) return HOMA_PKT_BUSY;
     eng->cap_unknowns++;
     return HOMA_PKT_RPC_UNKNOWN;
 }
@@ -346,6 +368,7 @@ static struct homa_rpc *data_target(struct homa_engine *eng, const homa_addr *sr
              * refused again until their clients declared us dead (W1 at
              * 0.095 Gb/s without loss: 63,017 RPCs failed at once). */
             if (eng->ctr.rpcs_live >= eng->cfg.max_rpcs) {
+                if (!probe) cap_refusal(eng);
                 if (!probe && pkt->u.data.offset == 0 && busy_serving(eng))
                     send_simple(eng, HOMA_PKT_BUSY, local, src, pkt->dport, pkt->sport);
                 *reason = HOMA_DROP_NO_MEMORY;

@@ -358,17 +358,20 @@ struct homa_engine {
 
     uint64_t next_client_id;
     uint64_t next_tick;
-    uint64_t ticks;       /* timer runs so far */
-    uint64_t now;         /* latest time seen */
-    uint64_t arrived;     /* when the packet being handled reached this host */
-    uint64_t in_lag;      /* longest wait of a packet read since the last timer run */
-    uint64_t lag;         /* estimated wait of packets in our receive path (timer) */
-    uint64_t forgiven;    /* sum of the local stalls forgiven (timer runs late) */
-    uint32_t server_rpcs; /* live server RPCs (of ctr.rpcs_live) */
-    /* RPC_UNKNOWNs answered this tick to RESENDs about requests we have no
-     * trace of while server RPCs hold half the RPC cap (each may bring a
+    uint64_t ticks;           /* timer runs so far */
+    uint64_t now;             /* latest time seen */
+    uint64_t arrived;         /* when the packet being handled reached this host */
+    uint64_t in_lag;          /* longest wait of a packet read since the last timer run */
+    uint64_t lag;             /* estimated wait of packets in our receive path (timer) */
+    uint64_t forgiven;        /* sum of the local stalls forgiven (timer runs late) */
+    uint32_t server_rpcs;     /* live server RPCs (of ctr.rpcs_live) */
+    uint64_t server_freed_at; /* when a server RPC was last freed */
+    uint64_t cap_full_at;     /* first refusal at the RPC cap since then */
+    /* RPC_UNKNOWNs answered in tick cap_tick to RESENDs about requests we
+     * have no trace of while busy serving at the RPC cap (each may bring a
      * restart: no more a tick than there are free slots) */
     uint32_t cap_unknowns;
+    uint64_t cap_tick;
     uint64_t timer_checks; /* RPCs the timer looked at (tests: cost follows what is due) */
     uint64_t sendq_steps;  /* entries send queue inserts stepped past (tests) */
 

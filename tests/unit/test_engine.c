@@ -1044,11 +1044,31 @@ static void homa_engine_timer__unknowns_fail_only_after_timeout(void **state)
 /* A server at its cap on live RPCs (max_rpcs): cap 4, n one-byte requests
  * from one client; the application holds what it gets for hold_ms, then
  * answers one request every `every` ms (0: each as it comes).  Returns the
- * responses that came without error; *timeouts and *restarts are the
- * client's counters, *busy the BUSYs it heard. */
+ * responses that came without error, those that failed with a timeout,
+ * the client's restarts and the BUSYs it heard.  Every RPC must end,
+ * once, and no request may be delivered twice. */
 struct cap_run {
     int ok, timeouts, restarts, busy;
 };
+static void cap_collect(struct pair *p, const uint64_t *ids, int *got, int n, struct cap_run *out,
+                        int *finished)
+{
+    homa_msg m;
+    while (homa_engine_recv(p->e[0], CPORT, HOMA_RECV_RESPONSE, 0, &m) == 0) {
+        int i = (int)m.cookie;
+        assert_true(i >= 0 && i < n && m.id == ids[i] && !got[i]);
+        got[i] = 1;
+        (*finished)++;
+        if (m.error == 0) {
+            assert_int_equal(m.length, 1);
+            out->ok++;
+        } else {
+            assert_int_equal(m.error, HOMA_ERR_TIMEOUT);
+            out->timeouts++;
+        }
+        homa_engine_release(p->e[0], &m);
+    }
+}
 static struct cap_run rpc_cap_run(int n, int hold_ms, int every)
 {
     struct pair p;
@@ -1063,18 +1083,15 @@ static struct cap_run rpc_cap_run(int n, int hold_ms, int every)
                          0);
     pair_settle(&p);
     homa_msg held[64], m;
-    int nheld = 0;
+    int nheld = 0, finished = 0;
     while (homa_engine_recv(p.e[1], SPORT, HOMA_RECV_REQUEST, 0, &m) == 0)
         held[nheld++] = m;
     assert_int_equal(nheld, 4);
+    struct cap_run out = {0, 0, 0, 0};
     for (int t = 0; t < hold_ms; t++) {
         pair_advance(&p, MS);
-        int r = homa_engine_recv(p.e[0], CPORT, HOMA_RECV_ANY, 0, &m);
-        if (r == 0) print_message("tick %d: response error %d\n", t, m.error);
-        assert_int_equal(r, HOMA_ERR_AGAIN);
+        cap_collect(&p, ids, got, n, &out, &finished);
     }
-    struct cap_run out = {0, 0, 0, 0};
-    int finished = 0;
     for (int t = 0; t < 20000 && finished < n; t++) {
         if (nheld > 0 && (every == 0 || t % every == 0)) {
             m = held[0];
@@ -1088,22 +1105,11 @@ static struct cap_run rpc_cap_run(int n, int hold_ms, int every)
         pair_advance(&p, MS);
         while (nheld < 64 && homa_engine_recv(p.e[1], SPORT, HOMA_RECV_REQUEST, 0, &m) == 0)
             held[nheld++] = m;
-        while (homa_engine_recv(p.e[0], CPORT, HOMA_RECV_RESPONSE, 0, &m) == 0) {
-            int i = (int)m.cookie;
-            assert_true(i >= 0 && i < n && m.id == ids[i] && !got[i]);
-            got[i] = 1;
-            finished++;
-            if (m.error == 0) {
-                assert_int_equal(m.length, 1);
-                out.ok++;
-            }
-            homa_engine_release(p.e[0], &m);
-        }
+        cap_collect(&p, ids, got, n, &out, &finished);
     }
     assert_int_equal(finished, n); /* none hangs */
     homa_counters c;
     homa_engine_counters(p.e[0], &c);
-    out.timeouts = (int)c.client_timeouts;
     out.restarts = (int)c.client_restarts;
     out.busy = (int)c.busy_in;
     homa_engine_counters(p.e[1], &c);
@@ -1112,76 +1118,84 @@ static struct cap_run rpc_cap_run(int n, int hold_ms, int every)
     return out;
 }
 
-/* Overloaded is not dead: the application holds the 4 RPCs it has for 4
- * timeouts, and the 8 requests that came over the cap wait at their
- * client and complete once it answers.  (Refused with RPC_UNKNOWN, they
+/* Overloaded is not dead: the application answers one request every 40
+ * ms (or every 90, just under the timeout), so a slot frees now and then
+ * while up to 36 requests wait at the cap for 1-2 s.  They wait at their
+ * client (BUSY) and complete.  Refused with RPC_UNKNOWN (before), they
  * were restarted into the same refusal and failed as "not responding"
- * after 16 restarts and a timeout, at tick 104.)  Restarts: one per
- * request over the cap, a few more when room came for several at once. */
+ * after 16 restarts and a timeout (31 of the 40, 546 restarts); without
+ * the per-tick limit on RPC_UNKNOWNs (every waiting client's next RESEND
+ * restarted it for one slot), 28 failed after 519 restarts. */
 static void homa_engine_input__rpc_cap_is_not_death(void **state)
 {
     (void)state;
-    struct cap_run r = rpc_cap_run(12, 400, 0);
-    print_message("12 at cap 4: %d ok, %d timeouts, %d restarts, %d BUSY\n", r.ok, r.timeouts,
-                  r.restarts, r.busy);
-    assert_int_equal(r.ok, 12);
-    assert_int_equal(r.timeouts, 0);
-    assert_true(r.busy >= 8);
+    struct cap_run r = rpc_cap_run(40, 0, 40);
+    print_message("40 at cap 4, one served per 40 ms: %d ok, %d timeouts, %d restarts, %d BUSY\n",
+                  r.ok, r.timeouts, r.restarts, r.busy);
+    assert_int_equal(r.ok, 40);
+    assert_true(r.busy >= 36);
+    assert_true(r.restarts <= 40);
+    r = rpc_cap_run(16, 0, 90);
+    print_message("16 at cap 4, one served per 90 ms: %d ok, %d timeouts, %d restarts, %d BUSY\n",
+                  r.ok, r.timeouts, r.restarts, r.busy);
+    assert_int_equal(r.ok, 16);
     assert_true(r.restarts <= 16);
 }
 
-/* At the cap for 2 s on end: 40 requests, one answered every 40 ms, so a
- * slot frees now and then while up to 36 wait.  Each free slot draws only
- * as many RPC_UNKNOWNs (restarts) as there is room for; when every waiting
- * client's next RESEND got one, they all restarted for one slot, and the
- * ones that lost counted towards "forgotten": 28 of the 40 failed (519
- * restarts). */
-static void homa_engine_input__rpc_cap_restarts_one_per_slot(void **state)
+/* A server whose application holds the 4 requests it has for 4 timeouts
+ * frees nothing: not busy serving but stuck, so the 8 requests over the
+ * cap fail with a timeout (as a response waiting for memory fails when
+ * nothing was released), and the 4 it holds complete once answered. */
+static void homa_engine_input__rpc_cap_of_stuck_server_fails(void **state)
 {
     (void)state;
-    struct cap_run r = rpc_cap_run(40, 0, 40);
-    print_message("40 at cap 4: %d ok, %d timeouts, %d restarts, %d BUSY\n", r.ok, r.timeouts,
-                  r.restarts, r.busy);
-    assert_int_equal(r.ok, 40);
-    assert_int_equal(r.timeouts, 0);
-    assert_true(r.restarts <= 2 * 36);
+    struct cap_run r = rpc_cap_run(12, 400, 0);
+    print_message("12 at cap 4, held 400 ms: %d ok, %d timeouts, %d restarts\n", r.ok, r.timeouts,
+                  r.restarts);
+    assert_int_equal(r.ok, 4);
+    assert_int_equal(r.timeouts, 8);
 }
 
-/* Two engines whose caps are full of their own requests to each other:
- * serving cannot make room on either, so refusals stay RPC_UNKNOWN and
- * every RPC fails with a timeout (BUSY here would keep both waiting
- * forever). */
+/* Two engines whose caps (4, then 1) are full of their own requests to
+ * each other: serving cannot make room on either, so refusals stay
+ * RPC_UNKNOWN and every RPC fails with a timeout (BUSY here would keep
+ * both waiting forever: with BUSY at any full cap none of the 8 finished
+ * in 5 s). */
 static void homa_engine_input__rpc_cap_of_own_requests_fails(void **state)
 {
     (void)state;
-    struct pair p;
-    setup_pair(&p, NULL);
-    p.e[0]->cfg.max_rpcs = 4;
-    p.e[1]->cfg.max_rpcs = 4;
-    uint64_t id;
-    for (int i = 0; i < 4; i++) {
-        assert_int_equal(
-            homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, "a", 1, 0, &id), 0);
-        assert_int_equal(
-            homa_engine_send_request(p.e[1], p.now, SPORT, &p.addr[0], CPORT, "b", 1, 0, &id), 0);
+    for (int cap = 4; cap >= 1; cap -= 3) {
+        struct pair p;
+        setup_pair(&p, NULL);
+        p.e[0]->cfg.max_rpcs = (uint32_t)cap;
+        p.e[1]->cfg.max_rpcs = (uint32_t)cap;
+        uint64_t id;
+        for (int i = 0; i < cap; i++) {
+            assert_int_equal(
+                homa_engine_send_request(p.e[0], p.now, CPORT, &p.addr[1], SPORT, "a", 1, 0, &id),
+                0);
+            assert_int_equal(
+                homa_engine_send_request(p.e[1], p.now, SPORT, &p.addr[0], CPORT, "b", 1, 0, &id),
+                0);
+        }
+        int failed = 0;
+        homa_msg m;
+        for (int t = 0; t < 5000 && failed < 2 * cap; t++) {
+            pair_advance(&p, MS);
+            for (int side = 0; side < 2; side++)
+                while (homa_engine_recv(p.e[side], side ? SPORT : CPORT, HOMA_RECV_RESPONSE, 0,
+                                        &m) == 0) {
+                    assert_int_equal(m.error, HOMA_ERR_TIMEOUT);
+                    homa_engine_release(p.e[side], &m);
+                    failed++;
+                }
+        }
+        assert_int_equal(failed, 2 * cap);
+        homa_counters c;
+        homa_engine_counters(p.e[1], &c);
+        assert_int_equal(c.server_requests, 0);
+        pair_destroy(&p);
     }
-    int failed = 0;
-    homa_msg m;
-    for (int t = 0; t < 5000 && failed < 8; t++) {
-        pair_advance(&p, MS);
-        for (int side = 0; side < 2; side++)
-            while (homa_engine_recv(p.e[side], side ? SPORT : CPORT, HOMA_RECV_RESPONSE, 0, &m) ==
-                   0) {
-                assert_int_equal(m.error, HOMA_ERR_TIMEOUT);
-                homa_engine_release(p.e[side], &m);
-                failed++;
-            }
-    }
-    assert_int_equal(failed, 8);
-    homa_counters c;
-    homa_engine_counters(p.e[1], &c);
-    assert_int_equal(c.server_requests, 0);
-    pair_destroy(&p);
 }
 
 static uint32_t payload_1000(void *ctx, const homa_addr *addr)
@@ -2409,7 +2423,7 @@ int main(void)
         cmocka_unit_test(homa_engine_input__restart_uses_current_cutoffs),
         cmocka_unit_test(homa_engine_timer__unknowns_fail_only_after_timeout),
         cmocka_unit_test(homa_engine_input__rpc_cap_is_not_death),
-        cmocka_unit_test(homa_engine_input__rpc_cap_restarts_one_per_slot),
+        cmocka_unit_test(homa_engine_input__rpc_cap_of_stuck_server_fails),
         cmocka_unit_test(homa_engine_input__rpc_cap_of_own_requests_fails),
         cmocka_unit_test(homa_engine_output__packets_follow_path_payload),
         cmocka_unit_test(homa_engine_abort__frees_and_server_cleans_up),
