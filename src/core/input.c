@@ -297,6 +297,11 @@ static bool busy_serving(const struct homa_engine *eng)
     return eng->now - progress < timeout;
 }
 
+static bool rpc_cap_full(const struct homa_engine *eng)
+{
+    return eng->ctr.rpcs_live >= eng->cfg.max_rpcs;
+}
+
 /* A request refused (or asked about) at the RPC cap: the first since a
  * server RPC was freed starts the timeout within which one must be. */
 static void cap_refusal(struct homa_engine *eng)
@@ -313,7 +318,7 @@ static void cap_refusal(struct homa_engine *eng)
 static uint8_t unknown_request_answer(struct homa_engine *eng)
 {
     const homa_config *c = &eng->cfg;
-    if (eng->ctr.rpcs_live >= c->max_rpcs) cap_refusal(eng);
+    if (rpc_cap_full(eng)) cap_refusal(eng);
     if (!busy_serving(eng)) return HOMA_PKT_RPC_UNKNOWN;
     uint64_t tick = eng->now / c->tick_ns;
     if (tick != eng->cap_tick) {
@@ -367,10 +372,12 @@ static struct homa_rpc *data_target(struct homa_engine *eng, const homa_addr *sr
              * Refused with RPC_UNKNOWN, such requests were restarted and
              * refused again until their clients declared us dead (W1 at
              * 0.095 Gb/s without loss: 63,017 RPCs failed at once). */
-            if (eng->ctr.rpcs_live >= eng->cfg.max_rpcs) {
-                if (!probe) cap_refusal(eng);
-                if (!probe && pkt->u.data.offset == 0 && busy_serving(eng))
-                    send_simple(eng, HOMA_PKT_BUSY, local, src, pkt->dport, pkt->sport);
+            if (rpc_cap_full(eng)) {
+                if (!probe) {
+                    cap_refusal(eng);
+                    if (pkt->u.data.offset == 0 && busy_serving(eng))
+                        send_simple(eng, HOMA_PKT_BUSY, local, src, pkt->dport, pkt->sport);
+                }
                 *reason = HOMA_DROP_NO_MEMORY;
                 return NULL;
             }
@@ -779,8 +786,9 @@ int homa_engine_input_at(homa_engine *eng, uint64_t now, uint64_t arrived, const
         } else if (rpc->state == RPC_CLIENT_ACTIVE && rpc->asked) {
             /* Deliberately not refreshing last_heard: a server that keeps
              * answering RPC_UNKNOWN (e.g. every restart of the request is
-             * lost on the way) must still lead to a timeout.  Only one restart per RESEND: a
-             * duplicated RESEND or RPC_UNKNOWN must not count twice. */
+             * lost on the way) must still lead to a timeout.  Only one
+             * restart per RESEND: a duplicated RESEND or RPC_UNKNOWN must
+             * not count twice. */
             client_restart(eng, rpc);
         }
         break;
