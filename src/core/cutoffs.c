@@ -115,7 +115,8 @@ void homa_cutoffs_observe(struct homa_engine *eng, uint32_t length)
     recompute(eng);
     if (early) return;
     eng->since_update = 0;
-    for (uint32_t b = 0; b < HOMA_CUTOFF_BUCKETS; b++) eng->hist_count[b] /= 2;
+    for (uint32_t b = 0; b < HOMA_CUTOFF_BUCKETS; b++)
+        eng->hist_count[b] /= 2;
 }
 
 void homa_engine_cutoffs(const homa_engine *eng, homa_cutoffs *out)

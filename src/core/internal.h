@@ -1,4 +1,21 @@
-/* Engine internals shared by the files of src/core.  Nothing here is public. */
+/* Engine internals shared by the files of src/core.  Nothing here is public.
+ *
+ * The engine's files, one concept each:
+ *   engine.c   the engine object and the application's calls
+ *   rpc.c      RPC table, lifecycle and tombstones (states: rpc.h)
+ *   peer.c     peer table: liveness per remote port, pending acks
+ *   port.c     local ports and their ready queues
+ *   buf.c      message buffers: the cache of large ones, pinned ones
+ *   ctl.c      the queue of control packets we send
+ *   input.c    packets that arrive (copied or placed), admission
+ *   timer.c    timers: loss recovery, liveness prods, timeouts
+ *   grant.c    receiver scheduling (SRPT grants, overcommitment)
+ *   output.c   sender scheduling (SRPT send queue, pacer, pull)
+ *   msgin.c    reassembly of incoming messages
+ *   cutoffs.c  unscheduled priority cutoffs
+ *   wire.c     encode/decode of every packet type
+ *   config.c   defaults, validation, counter names
+ *   hash.c     the one hash table */
 #ifndef HOMA_CORE_INTERNAL_H
 #define HOMA_CORE_INTERNAL_H
 
@@ -8,145 +25,11 @@
 
 #include <homa/engine.h>
 
+#include "hash.h"
+#include "list.h"
+#include "msg.h"
+#include "rpc.h"
 #include "wire.h"
-
-/* ---- intrusive circular doubly linked lists ---- */
-struct hlist {
-    struct hlist *next, *prev;
-};
-
-static inline void hlist_init(struct hlist *h)
-{
-    h->next = h->prev = h;
-}
-static inline bool hlist_empty(const struct hlist *h)
-{
-    return h->next == h;
-}
-static inline bool hlist_linked(const struct hlist *n)
-{
-    return n->next != NULL && n->next != n;
-}
-static inline void hlist_insert_before(struct hlist *pos, struct hlist *n)
-{
-    n->prev = pos->prev;
-    n->next = pos;
-    pos->prev->next = n;
-    pos->prev = n;
-}
-static inline void hlist_add_tail(struct hlist *h, struct hlist *n)
-{
-    hlist_insert_before(h, n);
-}
-static inline void hlist_del(struct hlist *n)
-{
-    if (!hlist_linked(n)) return;
-    n->prev->next = n->next;
-    n->next->prev = n->prev;
-    n->next = n->prev = n;
-}
-#define HOMA_CONTAINER(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
-
-/* ---- incoming message reassembly (msgin.c) ---- */
-struct homa_gap {
-    uint32_t start, end; /* missing bytes [start, end) */
-    uint64_t at;         /* when it opened or was last asked for again */
-};
-
-#define HOMA_PRIO_NONE 0xff
-#define HOMA_MAX_GAPS 4096 /* a sender fragmenting more than this is refused */
-
-struct homa_msgin {
-    uint8_t *buf;
-    uint32_t length;
-    uint32_t received; /* distinct bytes received */
-    uint32_t recv_end; /* one past the highest byte received */
-    uint32_t granted;  /* the sender may send below this */
-    uint32_t seg_size; /* largest payload seen: grants are rounded to it */
-    uint32_t num_gaps, cap_gaps;
-    struct homa_gap *gaps; /* sorted, disjoint, all below recv_end */
-    uint8_t prio;          /* priority of our latest grant, or HOMA_PRIO_NONE */
-    bool active;           /* length known, buffer allocated */
-    bool taken;            /* the application took buf (homa_engine_msg_take) */
-};
-
-/* Result of homa_msgin_add. */
-enum { HOMA_MSGIN_NEW = 0, HOMA_MSGIN_DUP = 1, HOMA_MSGIN_NOMEM = 2 };
-
-/* Initialises for a message of `length` bytes (allocates the buffer). */
-int homa_msgin_init(struct homa_msgin *m, uint32_t length, uint32_t granted);
-/* As homa_msgin_init with buf (length bytes, malloc()ed) supplied. */
-void homa_msgin_init_buf(struct homa_msgin *m, uint8_t *buf, uint32_t length, uint32_t granted);
-void homa_msgin_destroy(struct homa_msgin *m);
-/* Copies the new bytes of [offset, offset+len) and updates the gaps.  The
- * caller has checked offset + len <= length.  *added gets the new byte count. */
-int homa_msgin_add(struct homa_msgin *m, uint64_t now, uint32_t offset, const uint8_t *data,
-                   uint32_t len, uint32_t *added);
-/* True if no byte of [offset, offset+len) has arrived (len > 0, inside the
- * message): a payload may then be written there before it is accepted. */
-bool homa_msgin_missing(const struct homa_msgin *m, uint32_t offset, uint32_t len);
-static inline bool homa_msgin_complete(const struct homa_msgin *m)
-{
-    return m->active && m->received == m->length;
-}
-/* First range the receiver is waiting for below `limit`; false if none. */
-bool homa_msgin_first_missing(const struct homa_msgin *m, uint32_t limit, uint32_t *start,
-                              uint32_t *end);
-
-/* ---- outgoing messages ---- */
-/* Ranges a sender keeps to retransmit; a RESEND beyond them is ignored (the
- * receiver asks again), never merged into a wider range. */
-#define HOMA_MAX_RTX 32
-
-struct homa_rtx {
-    uint32_t start, end;
-    uint8_t prio;
-};
-
-/* When a message's bytes left (first transmissions and retransmissions), so
- * that a RESEND that arrived before some of them were sent does not have
- * them sent again: its sender wrote it before it could have seen them. */
-#define HOMA_XMIT_MARKS 4
-struct homa_xmit_mark {
-    uint32_t off; /* first transmission: bytes >= off left at or after at */
-    uint64_t at;
-};
-#define HOMA_RTX_SENT 4
-struct homa_rtx_sent {
-    uint32_t start, end; /* retransmitted at `at` (the latest of the run) */
-    uint64_t at;
-};
-
-struct homa_msgout {
-    uint8_t *buf;
-    uint32_t length;
-    uint32_t next_xmit; /* first byte never transmitted */
-    uint32_t granted;   /* may transmit below this */
-    uint32_t unsched;   /* bytes sent at the unscheduled priority */
-    uint8_t unsched_prio;
-    uint8_t sched_prio;
-    bool active;
-    bool empty_pending; /* a 0-byte message still owes its one packet */
-    uint8_t num_rtx;
-    struct homa_rtx rtx[HOMA_MAX_RTX];
-    uint8_t num_marks, num_rsent; /* rings, oldest first */
-    struct homa_xmit_mark marks[HOMA_XMIT_MARKS];
-    struct homa_rtx_sent rsent[HOMA_RTX_SENT];
-};
-
-/* ---- RPCs ---- */
-enum homa_rpc_state {
-    RPC_CLIENT_ACTIVE = 1, /* request going out and/or response coming in */
-    RPC_CLIENT_READY,      /* response complete or RPC failed; in the port's ready queue */
-    RPC_CLIENT_DELIVERED,  /* handed to the application; freed on release */
-    RPC_SERVER_INCOMING,   /* receiving the request */
-    RPC_SERVER_READY,      /* request complete, in the ready queue */
-    RPC_SERVER_IN_SERVICE, /* request handed to the application, no reply yet */
-    RPC_SERVER_OUTGOING,   /* sending the response, then waiting for the ack */
-};
-
-struct homa_peer;
-struct homa_port;
 
 #define HOMA_WHEEL_SLOTS 1024 /* power of two */
 /* Send queue buckets (output.c): one per byte count below 1,024 bytes left,
@@ -156,96 +39,7 @@ struct homa_port;
  * find-first-set over all of them serves classes in order. */
 #define HOMA_SENDQ_BUCKETS (HOMA_SENDQ_CLASS_BUCKETS * HOMA_SCHED_CLASSES)
 
-struct homa_rpc {
-    uint64_t id; /* local id: even for client RPCs, odd for server RPCs */
-    struct homa_rpc *hnext;
-    struct homa_peer *peer;
-    struct homa_port *port;
-    uint16_t peer_port;
-    uint8_t state;
-    bool app_holds; /* the application holds a homa_msg pointing at us */
-    bool mem_held;  /* in.length counted in eng->held_bytes */
-    bool zombie;    /* unlinked from everything; freed at release */
-    int error;
-    uint64_t cookie;
-    uint64_t birth;
-    uint64_t last_heard;   /* last packet from the peer that showed progress/liveness */
-    uint64_t last_prodded; /* last RESEND/BUSY/NEED_ACK we sent */
-    uint64_t last_told;    /* last GRANT/RESEND/BUSY we sent as its receiver */
-    uint64_t grant_ctl;    /* 1 + control-queue sequence number of our queued GRANT, 0 = none */
-    /* Client RPC: the server has said something about this request since it
-     * was (re)started (BUSY, GRANT, RESEND, DATA, NEED_ACK), so it has it;
-     * until then a RESEND is loss recovery, not a liveness prod. */
-    bool confirmed;
-    /* RPC_UNKNOWN answers since the server last had the request, and when
-     * the first of them came: a live server that keeps forgetting the
-     * request (refusal, restart loop) fails it, but only after a timeout,
-     * since on a lossy path a restarted request can be lost again and
-     * again while the server is fine. */
-    uint8_t unknowns;
-    uint64_t unknown_since;
-    /* Unanswered RESENDs for an unconfirmed request: each doubles the wait
-     * before the next (a server too busy to answer is not flooded). */
-    uint8_t probes;
-    /* Client: when the request's last byte first left since it was
-     * (re)started, and whether it was ever restarted (then its response
-     * time is no sample: which copy was answered is unknown). */
-    uint64_t req_out_at;
-    bool restarted;
-    /* Client: a RESEND went out since the request was (re)started; an
-     * RPC_UNKNOWN without one is a duplicate and restarts nothing. */
-    bool asked;
-    /* Receiving side: when rpc->in last got new bytes (or its sender said
-     * BUSY), and the RESEND rounds since.  A message that gets nothing for
-     * a timeout although we asked HOMA_ASKS_FATAL times is given up even
-     * while its sender answers for others (e.g. a packet that never gets
-     * through). */
-    uint64_t in_progress;
-    uint8_t asks;
-    /* When the first RESEND not yet answered left (0: none), and when an
-     * ask was last counted in `asks`. */
-    uint64_t ask_at, ask_counted;
-    uint16_t send_bucket; /* while send_node is linked */
-    /* An incoming message (a request, or a client's response) that arrived
-     * when max_rx_bytes was spent waits in eng->mem_waitq (mem_node) for
-     * its buffer, without one, since mem_since: its DATA is dropped
-     * meanwhile (a server's request: a RESEND from its client draws BUSY;
-     * a client's response: the client tells the server BUSY), and once
-     * memory frees it gets a buffer and asks for its first mem_incoming
-     * bytes (what the sender sends unscheduled) again. */
-    bool mem_wait;
-    uint32_t mem_len, mem_incoming;
-    uint64_t mem_since;
-    struct hlist mem_node;
-    /* Client: the application limited the request's DATA packets to
-     * priorities prio_lo..prio_hi (homa_engine_request_priority); kept on
-     * the RPC, not in `out`, so that a restart keeps it. */
-    bool prio_limit;
-    uint8_t prio_lo, prio_hi;
-    /* Scheduling class (homa_engine_port_set_class), its port's when it
-     * was created: orders the send queue and the grants before SRPT. */
-    uint8_t sched_class;
-    struct homa_msgout out;
-    struct homa_msgin in;
-    struct hlist all_node;   /* eng->rpcs */
-    struct hlist ready_node; /* port->ready */
-    struct hlist send_node;  /* eng->sendq[send_bucket] (sorted) */
-    struct hlist rtx_node;   /* eng->resending (FIFO) while out.num_rtx > 0 */
-    struct hlist grant_node; /* eng->grantable (sorted) */
-    struct hlist fifo_node;  /* eng->send_fifo while its message has bytes never sent */
-    /* Timer: the wheel slot of the tick that next looks at this RPC
-     * (timer_tick), and, while it waits for a share of its peer's prod
-     * budget, its place in that peer's queue (waiting = class + 1;
-     * granted = class + 1 once popped, spent by the next prod). */
-    struct hlist timer_node;
-    uint64_t timer_tick;
-    struct hlist wait_node;
-    uint8_t waiting, granted;
-    bool wanted;            /* asked for budget in the current check */
-    uint64_t forgiven_seen; /* eng->forgiven when last_heard was set */
-};
-
-/* ---- peers and ports ---- */
+/* ---- peers (peer.c) and ports (port.c) ---- */
 #define HOMA_PEER_MAX_ACKS 32
 
 struct homa_pending_ack {
@@ -275,8 +69,8 @@ struct homa_peer_port {
 
 struct homa_peer {
     homa_addr addr;
-    uint32_t max_payload; /* DATA payload per packet on the path to it */
-    struct homa_peer *hnext;
+    uint32_t max_payload;                  /* DATA payload per packet on the path to it */
+    struct homa_hnode hnode;               /* eng->peers (peer.c) */
     uint32_t cutoffs[HOMA_NUM_PRIORITIES]; /* the peer's, for our unscheduled data */
     uint16_t cutoff_version;
     bool cutoffs_sent_once;
@@ -311,8 +105,8 @@ struct homa_peer {
 
 struct homa_port {
     uint16_t num;
-    struct homa_port *hnext;
-    struct hlist ready; /* rpcs ready for recv, FIFO */
+    struct homa_hnode hnode;  /* eng->ports (port.c) */
+    struct homa_readyq ready; /* RPCs ready for homa_engine_recv (readyq.h) */
     uint32_t num_rpcs;
     uint8_t sched_class; /* given to its new RPCs */
 };
@@ -334,8 +128,7 @@ struct homa_tomb {
     homa_addr addr;
     uint16_t port;
     uint64_t expires;
-    int32_t hnext; /* index chain, -1 = end */
-    bool used;
+    struct homa_hnode hnode; /* eng->tomb_tab */
 };
 
 /* ---- the engine ---- */
@@ -375,15 +168,11 @@ struct homa_engine {
     uint64_t timer_checks; /* RPCs the timer looked at (tests: cost follows what is due) */
     uint64_t sendq_steps;  /* entries send queue inserts stepped past (tests) */
 
-    /* hash tables */
-    struct homa_rpc **client_tab;
-    size_t client_nb, client_n;
-    struct homa_rpc **server_tab;
-    size_t server_nb, server_n;
-    struct homa_peer **peer_tab;
-    size_t peer_nb, peer_n;
-    struct homa_port *port_tab[64];
-    uint32_t num_ports;
+    /* hash tables (hash.h) */
+    struct homa_htab client_table; /* by id (rpc.c) */
+    struct homa_htab server_table; /* by id, client address and port (rpc.c) */
+    struct homa_htab peers;        /* by address (peer.c) */
+    struct homa_htab ports;        /* by number, 64 buckets, never grown (port.c) */
 
     struct hlist rpcs; /* every live RPC */
     /* Timer wheel: slot t % HOMA_WHEEL_SLOTS holds the RPCs the timer run
@@ -456,17 +245,46 @@ struct homa_engine {
     uint32_t bufcache_n;
     uint64_t bufcache_bytes;
 
-    /* tombstones */
-    struct homa_tomb *tombs;
-    int32_t *tomb_buckets;
-    uint32_t tomb_nb;
+    /* tombstones (rpc.c) */
+    struct homa_tomb *tombs;        /* max_tombstones entries */
+    struct homa_htab tomb_tab;      /* by id, client address and port */
     uint32_t tomb_head, tomb_count; /* FIFO ring over tombs[] */
 };
 
-/* engine.c */
+/* ---- rpc.c ---- */
+int homa_rpc_tables_init(struct homa_engine *eng);
+/* Frees every RPC (zombies too), then the tables. */
+void homa_rpc_tables_destroy(struct homa_engine *eng);
+/* A new RPC in `state` (RPC_CLIENT_ACTIVE or RPC_SERVER_INCOMING), in the
+ * tables and on the timer wheel; NULL when out of memory. */
+struct homa_rpc *homa_rpc_new(struct homa_engine *eng, uint64_t id, struct homa_port *port,
+                              struct homa_peer *peer, uint16_t peer_port, uint8_t state);
+/* Lookups (a hit makes the next timer run look at the RPC). */
 struct homa_rpc *homa_find_client(struct homa_engine *eng, uint64_t id);
 struct homa_rpc *homa_find_server(struct homa_engine *eng, uint64_t id, const homa_addr *addr,
                                   uint16_t peer_port);
+/* Unlinks rpc from every table and list and frees it, or leaves it a
+ * zombie while the application holds its message (rpc.h). */
+void homa_rpc_free(struct homa_engine *eng, struct homa_rpc *rpc);
+/* Frees a zombie, or any RPC already unlinked from everything. */
+void homa_rpc_destroy(struct homa_engine *eng, struct homa_rpc *rpc);
+void homa_rpc_make_ready(struct homa_engine *eng, struct homa_rpc *rpc);
+/* A client RPC ends with an error: stop all protocol activity and report it. */
+void homa_rpc_fail(struct homa_engine *eng, struct homa_rpc *rpc, int err);
+/* Frees rpc's incoming message and its accounting (grants, memory). */
+void homa_rpc_release_in(struct homa_engine *eng, struct homa_rpc *rpc);
+/* Frees rpc's incoming message (homa_msgin_destroy), keeping its buffer
+ * alive if a driver is receiving into it (direct receive). */
+void homa_in_destroy(struct homa_engine *eng, struct homa_rpc *rpc);
+/* True if a tombstone for the server RPC exists; a hit renews it (the
+ * client is still alive), see rpc.c. */
+bool homa_tomb_find(struct homa_engine *eng, uint64_t id, const homa_addr *addr, uint16_t port);
+void homa_tomb_add(struct homa_engine *eng, uint64_t id, const homa_addr *addr, uint16_t port);
+void homa_tombs_expire(struct homa_engine *eng, uint64_t now);
+
+/* ---- peer.c ---- */
+int homa_peer_table_init(struct homa_engine *eng);
+void homa_peer_table_destroy(struct homa_engine *eng);
 struct homa_peer *homa_peer_get(struct homa_engine *eng, const homa_addr *addr, bool create);
 /* A packet from remote port `port` of peer found one of our RPCs. */
 void homa_peer_heard(struct homa_peer *peer, uint16_t port, uint64_t now);
@@ -476,37 +294,48 @@ uint64_t homa_peer_port_heard(const struct homa_peer *peer, uint16_t port);
 /* The timer ran `late` ns late (a local stall): moves every peer's and
  * port's last-heard time that much later (at most to now), as for RPCs. */
 void homa_peers_forgive(struct homa_engine *eng, uint64_t now, uint64_t late);
-struct homa_port *homa_port_find(struct homa_engine *eng, uint16_t num);
-void homa_rpc_free(struct homa_engine *eng, struct homa_rpc *rpc);
-/* homa_rpc_free for a server RPC given up on (timeout): no tombstone, so a
- * client that is alive after all can restart the request under its id. */
-void homa_rpc_abandon(struct homa_engine *eng, struct homa_rpc *rpc);
-void homa_rpc_make_ready(struct homa_engine *eng, struct homa_rpc *rpc);
-void homa_rpc_fail(struct homa_engine *eng, struct homa_rpc *rpc, int err);
-void homa_ctl_queue(struct homa_engine *eng, struct homa_rpc *rpc, const homa_addr *dst,
-                    uint16_t sport, uint16_t dport, struct homa_wire_pkt *pkt);
-void homa_notify_tx(struct homa_engine *eng);
-void homa_free_outbuf(struct homa_engine *eng, uint8_t *buf, uint32_t cap);
-/* A malloc()ed buffer of at least len bytes (at least 1), from the cache
- * of freed large buffers when one fits; NULL when out of memory. */
-uint8_t *homa_buf_get(struct homa_engine *eng, uint32_t len);
-/* Frees buf (malloc()ed, at least cap bytes) or keeps it for reuse. */
-void homa_buf_put(struct homa_engine *eng, uint8_t *buf, uint32_t cap);
-/* True if a tombstone for the server RPC exists; a hit renews it (the
- * client is still alive), see engine.c. */
-bool homa_tomb_find(struct homa_engine *eng, uint64_t id, const homa_addr *addr, uint16_t port);
-void homa_tomb_add(struct homa_engine *eng, uint64_t id, const homa_addr *addr, uint16_t port);
+/* Frees peers without RPCs for a timeout. */
+void homa_peers_reap(struct homa_engine *eng, uint64_t now);
 /* Moves the acks peer is owed from local port cport (all but client id
  * skip, 0 for none) into ACK packet pkt, up to its capacity. */
 void homa_peer_take_acks(struct homa_peer *peer, uint16_t cport, uint64_t skip,
                          struct homa_wire_pkt *pkt);
 void homa_peer_queue_ack(struct homa_engine *eng, struct homa_peer *peer, uint64_t client_id,
                          uint16_t server_port, uint16_t client_port);
-/* Frees rpc's incoming message (homa_msgin_destroy), keeping its buffer
- * alive if a driver is receiving into it (direct receive). */
-void homa_in_destroy(struct homa_engine *eng, struct homa_rpc *rpc);
 
-/* output.c */
+/* ---- port.c ---- */
+int homa_port_table_init(struct homa_engine *eng);
+void homa_port_table_destroy(struct homa_engine *eng);
+struct homa_port *homa_port_find(struct homa_engine *eng, uint16_t num);
+
+/* ---- buf.c ---- */
+/* A malloc()ed buffer of at least len bytes (at least 1), from the cache
+ * of freed large buffers when one fits; NULL when out of memory. */
+uint8_t *homa_buf_get(struct homa_engine *eng, uint32_t len);
+/* Frees buf (malloc()ed, at least cap bytes) or keeps it for reuse. */
+void homa_buf_put(struct homa_engine *eng, uint8_t *buf, uint32_t cap);
+/* homa_buf_put for an outgoing message's buffer, deferred while a driver
+ * may still read pulled payloads from it (until homa_engine_pull_done). */
+void homa_free_outbuf(struct homa_engine *eng, uint8_t *buf, uint32_t cap);
+/* Frees the cache and the deferred buffers (engine destroy). */
+void homa_bufs_destroy(struct homa_engine *eng);
+
+/* ---- ctl.c ---- */
+/* Queues control packet pkt (its type and fields set) for dst; rpc, if not
+ * NULL, is the RPC it is about (a GRANT replaces its queued predecessor). */
+void homa_ctl_queue(struct homa_engine *eng, struct homa_rpc *rpc, const homa_addr *dst,
+                    uint16_t sport, uint16_t dport, struct homa_wire_pkt *pkt);
+/* Queues a header-only control packet of `type` about local id `id`. */
+void homa_ctl_simple(struct homa_engine *eng, uint8_t type, uint64_t id, const homa_addr *dst,
+                     uint16_t sport, uint16_t dport);
+/* Tells the driver (ops.want_tx) if there is anything to send. */
+void homa_notify_tx(struct homa_engine *eng);
+
+/* ---- input.c ---- */
+/* Messages waiting for max_rx_bytes get their buffers, in order. */
+void homa_mem_wait_serve(struct homa_engine *eng, uint64_t now);
+
+/* ---- output.c ---- */
 void homa_out_start(struct homa_engine *eng, struct homa_rpc *rpc, uint8_t *buf, uint32_t len);
 /* Messages in the send queue (something to send now). */
 uint32_t homa_out_queued(const struct homa_engine *eng);
@@ -526,7 +355,7 @@ uint32_t homa_out_resend(struct homa_engine *eng, struct homa_rpc *rpc, uint32_t
  * as a message starting now; the caller then calls homa_out_update. */
 void homa_out_restart(struct homa_engine *eng, struct homa_rpc *rpc);
 
-/* grant.c */
+/* ---- grant.c ---- */
 void homa_grant_add(struct homa_engine *eng, struct homa_rpc *rpc);
 void homa_grant_remove(struct homa_engine *eng, struct homa_rpc *rpc);
 void homa_grant_update(struct homa_engine *eng, struct homa_rpc *rpc);
@@ -537,29 +366,24 @@ static inline uint32_t homa_in_outstanding(const struct homa_msgin *m)
     return m->granted > m->received ? m->granted - m->received : 0;
 }
 
-/* cutoffs.c */
+/* ---- cutoffs.c ---- */
 void homa_cutoffs_init(struct homa_engine *eng);
 void homa_cutoffs_observe(struct homa_engine *eng, uint32_t length);
 uint8_t homa_cutoffs_max_sched(const uint32_t *cutoffs, uint32_t num_priorities);
 
-/* input.c */
+/* ---- timer.c ---- */
 /* late: how much later than a tick after the previous run this one is (a
  * local stall, not counted as silence). */
 void homa_timer_run(struct homa_engine *eng, uint64_t now, uint64_t late);
-/* The peer showed life for rpc at `now` (or the silence since is ours). */
-static inline void homa_rpc_heard(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t now)
-{
-    rpc->last_heard = now;
-    rpc->forgiven_seen = eng->forgiven;
-}
-/* The SRPT bytes a sender sends per packet it gives its oldest message
- * (grant_fifo_permille > 0; output.c). */
-static inline int64_t homa_send_fifo_period(const struct homa_engine *eng)
-{
-    uint32_t p = eng->cfg.grant_fifo_permille;
-    return (int64_t)eng->cfg.max_payload * (1000 - p) / p;
-}
-
+/* Asks for the missing ranges of rpc's incoming message (all of them and
+ * the tail if `silent`); returns when a hole not asked for now will be old
+ * enough to ask for (UINT64_MAX: none). */
+uint64_t homa_request_missing(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t now,
+                              bool silent);
+/* No byte of the response yet: asks the server for its start. */
+void homa_resend_response_start(struct homa_engine *eng, struct homa_rpc *rpc);
+/* BUSY from the receiving side: we are alive, the pause is ours. */
+void homa_send_receiver_busy(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t now);
 /* Takes rpc off the timer wheel and out of any budget queue (freeing). */
 void homa_timer_forget(struct homa_rpc *rpc);
 void homa_timer_schedule(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t tick);
@@ -572,6 +396,21 @@ static inline void homa_timer_soon(struct homa_engine *eng, struct homa_rpc *rpc
     uint64_t t = eng->ticks + 1;
     if (rpc->timer_tick == t && hlist_linked(&rpc->timer_node)) return;
     homa_timer_schedule(eng, rpc, t);
+}
+
+/* ---- small helpers shared by several files ---- */
+/* The peer showed life for rpc at `now` (or the silence since is ours). */
+static inline void homa_rpc_heard(struct homa_engine *eng, struct homa_rpc *rpc, uint64_t now)
+{
+    rpc->last_heard = now;
+    rpc->forgiven_seen = eng->forgiven;
+}
+/* The SRPT bytes a sender sends per packet it gives its oldest message
+ * (grant_fifo_permille > 0; output.c). */
+static inline int64_t homa_send_fifo_period(const struct homa_engine *eng)
+{
+    uint32_t p = eng->cfg.grant_fifo_permille;
+    return (int64_t)eng->cfg.max_payload * (1000 - p) / p;
 }
 
 /* rpc no longer waits in eng->mem_waitq (served, failed, restarted or

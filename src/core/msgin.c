@@ -45,8 +45,7 @@ static uint32_t first_gap_after(const struct homa_msgin *m, uint32_t offset)
     return lo;
 }
 
-static int gap_insert(struct homa_msgin *m, uint32_t idx, uint32_t start, uint32_t end,
-                      uint64_t at)
+static int gap_insert(struct homa_msgin *m, uint32_t idx, uint32_t start, uint32_t end, uint64_t at)
 {
     if (m->num_gaps == m->cap_gaps) {
         if (m->cap_gaps >= HOMA_MAX_GAPS) return -1;
@@ -90,8 +89,7 @@ int homa_msgin_add(struct homa_msgin *m, uint64_t now, uint32_t offset, const ui
      * the gap bookkeeping first so a refused gap leaves no state behind. */
     if (end > m->recv_end) {
         uint32_t s = offset > m->recv_end ? offset : m->recv_end;
-        if (offset > m->recv_end &&
-            gap_insert(m, m->num_gaps, m->recv_end, offset, now) != 0)
+        if (offset > m->recv_end && gap_insert(m, m->num_gaps, m->recv_end, offset, now) != 0)
             return HOMA_MSGIN_NOMEM;
         place(m, s, data + (s - offset), end - s);
         got += end - s;
