@@ -37,7 +37,8 @@ static void homa_cutoffs_init__uses_configured_values(void **state)
     assert_int_equal(c.num_priorities, 8);
     assert_int_equal(c.max_sched_prio, 3);
     /* the accessor follows an update */
-    for (int i = 0; i < 1000; i++) homa_cutoffs_observe(e, 100);
+    for (int i = 0; i < 1000; i++)
+        homa_cutoffs_observe(e, 100);
     homa_engine_cutoffs(e, &c);
     assert_int_equal(c.version, e->cutoff_version);
     assert_true(c.version > 1);
@@ -51,10 +52,12 @@ static void homa_cutoffs_observe__all_short_messages_use_every_level(void **stat
     (void)state;
     homa_engine *e = make(true);
     /* only unscheduled bytes: every level is unscheduled, shortest highest */
-    for (int i = 0; i < 1000; i++) homa_cutoffs_observe(e, (uint32_t)(100 + (i % 8) * 100));
+    for (int i = 0; i < 1000; i++)
+        homa_cutoffs_observe(e, (uint32_t)(100 + (i % 8) * 100));
     assert_true(e->cutoff_version > 1);
     assert_int_equal(e->max_sched_prio, 0);
-    for (int l = 7; l > 0; l--) assert_true(e->cutoffs[l] <= e->cutoffs[l - 1]);
+    for (int l = 7; l > 0; l--)
+        assert_true(e->cutoffs[l] <= e->cutoffs[l - 1]);
     assert_true(e->cutoffs[7] < e->cutoffs[6] && e->cutoffs[6] < e->cutoffs[5]);
     /* equal byte shares: 100+200+300 B messages fill the top level */
     assert_true(e->cutoffs[7] >= 300 && e->cutoffs[7] < 400);
@@ -68,10 +71,12 @@ static void homa_cutoffs_observe__split_by_bytes(void **state)
     homa_engine *e = make(true);
     /* half short messages, half 1 MB ones: scheduled bytes dominate, so
      * one unscheduled level and seven scheduled ones */
-    for (int i = 0; i < 1000; i++) homa_cutoffs_observe(e, i & 1 ? 1000000 : 500);
+    for (int i = 0; i < 1000; i++)
+        homa_cutoffs_observe(e, i & 1 ? 1000000 : 500);
     assert_int_equal(e->max_sched_prio, 6);
     assert_int_equal(e->cutoffs[7], 0x7fffffff);
-    for (int l = 1; l < 7; l++) assert_int_equal(e->cutoffs[l], 0);
+    for (int l = 1; l < 7; l++)
+        assert_int_equal(e->cutoffs[l], 0);
     homa_counters c;
     homa_engine_counters(e, &c);
     assert_true(c.cutoff_updates >= 1);
@@ -92,7 +97,8 @@ static void homa_cutoffs_observe__w2_spreads_evenly(void **state)
     /* W2 is almost all unscheduled bytes: most levels carry unscheduled data
      * and the cutoffs grow downwards */
     assert_true(e->max_sched_prio <= 1);
-    for (int l = 7; l > e->max_sched_prio + 1; l--) assert_true(e->cutoffs[l] < e->cutoffs[l - 1]);
+    for (int l = 7; l > e->max_sched_prio + 1; l--)
+        assert_true(e->cutoffs[l] < e->cutoffs[l - 1]);
     homa_workload_free(w);
     homa_engine_destroy(e);
 }
@@ -101,7 +107,8 @@ static void homa_cutoffs_observe__off_keeps_configuration(void **state)
 {
     (void)state;
     homa_engine *e = make(false);
-    for (int i = 0; i < 5000; i++) homa_cutoffs_observe(e, 100);
+    for (int i = 0; i < 5000; i++)
+        homa_cutoffs_observe(e, 100);
     assert_int_equal(e->cutoff_version, 1);
     assert_int_equal(e->cutoffs[7], 200);
     homa_engine_destroy(e);

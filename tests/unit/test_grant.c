@@ -157,13 +157,15 @@ static void homa_grant_check__higher_class_first(void **state)
     assert_int_equal(homa_engine_port_open(e, PORT + 1), 0);
     assert_int_equal(homa_engine_port_set_class(e, PORT + 1, 1), 0);
     for (int i = 0; i < 10; i++) {
-        assert_int_equal(data_port(e, PORT + 1, 0, 1, 2, 500000, (uint32_t)i * 1400, 1400, 40000), 0);
+        assert_int_equal(data_port(e, PORT + 1, 0, 1, 2, 500000, (uint32_t)i * 1400, 1400, 40000),
+                         0);
         assert_int_equal(data_port(e, PORT, 0, 2, 2, 100000, (uint32_t)i * 1400, 1400, 40000), 0);
     }
     struct grant_seen g[64];
     int n = pull_grants(e, g, 64);
     assert_true(n >= 1);
-    for (int i = 0; i < n; i++) assert_int_equal(g[i].dst.bytes[15], 1);
+    for (int i = 0; i < n; i++)
+        assert_int_equal(g[i].dst.bytes[15], 1);
     /* host 1's message arrives whole; host 2's gets grants only once
      * host 1's needs none */
     uint32_t granted = g[n - 1].offset;
@@ -202,7 +204,8 @@ static void homa_grant_check__one_message_per_sender(void **state)
     burst(e, 1, 4, 200000, 10);
     int n = pull_grants(e, g, 16);
     assert_true(n >= 1);
-    for (int i = 0; i < n; i++) assert_int_equal(g[i].id, 5); /* only the shorter one */
+    for (int i = 0; i < n; i++)
+        assert_int_equal(g[i].id, 5); /* only the shorter one */
     homa_engine_destroy(e);
 }
 
@@ -218,7 +221,8 @@ static void homa_grant_check__overcommit_and_max_incoming(void **state)
     homa_engine *e = make(&cfg);
     /* 10 senders, 1 MB each, first packet only, incoming = 40 KB claimed
      * by the crafted packets */
-    for (int h = 1; h <= 10; h++) assert_int_equal(data(e, 0, h, 2, 1000000, 0, 1400), 0);
+    for (int h = 1; h <= 10; h++)
+        assert_int_equal(data(e, 0, h, 2, 1000000, 0, 1400), 0);
     homa_counters c;
     homa_engine_counters(e, &c);
     struct grant_seen g[64];
@@ -231,12 +235,15 @@ static void homa_grant_check__overcommit_and_max_incoming(void **state)
     cfg.max_incoming = 1000000;
     cfg.grant_window = 80000; /* ahead of the 40 KB the senders claim */
     e = make(&cfg);
-    for (int h = 1; h <= 10; h++) assert_int_equal(data(e, 0, h, 2, 1000000, 0, 1400), 0);
+    for (int h = 1; h <= 10; h++)
+        assert_int_equal(data(e, 0, h, 2, 1000000, 0, 1400), 0);
     n = pull_grants(e, g, 64);
     int hosts[11] = {0};
-    for (int i = 0; i < n; i++) hosts[g[i].dst.bytes[15]] = 1;
+    for (int i = 0; i < n; i++)
+        hosts[g[i].dst.bytes[15]] = 1;
     int granted_hosts = 0;
-    for (int h = 1; h <= 10; h++) granted_hosts += hosts[h];
+    for (int h = 1; h <= 10; h++)
+        granted_hosts += hosts[h];
     assert_int_equal(granted_hosts, 4);
     homa_engine_counters(e, &c);
     assert_true(c.incoming_bytes <= cfg.max_incoming);

@@ -14,7 +14,8 @@ static uint8_t src[100000];
 
 static void init_src(void)
 {
-    for (size_t i = 0; i < sizeof(src); i++) src[i] = (uint8_t)(i * 13 + (i >> 9));
+    for (size_t i = 0; i < sizeof(src); i++)
+        src[i] = (uint8_t)(i * 13 + (i >> 9));
 }
 
 static int add(struct homa_msgin *m, uint32_t off, uint32_t len, uint32_t *added)
@@ -151,8 +152,8 @@ static void homa_msgin_missing__ranges(void **state)
     assert_int_equal(homa_msgin_init(&m, 10000, 10000), 0);
     uint32_t a;
     assert_true(homa_msgin_missing(&m, 0, 10000));
-    assert_false(homa_msgin_missing(&m, 0, 0));     /* nothing to place */
-    assert_false(homa_msgin_missing(&m, 9999, 2));  /* past the end */
+    assert_false(homa_msgin_missing(&m, 0, 0));    /* nothing to place */
+    assert_false(homa_msgin_missing(&m, 9999, 2)); /* past the end */
     assert_false(homa_msgin_missing(&m, 10000, 1));
     assert_false(homa_msgin_missing(&m, 0xffffffffu, 2)); /* offset + len wraps */
     assert_false(homa_msgin_missing(&m, 5, 0xfffffffeu));
@@ -160,12 +161,12 @@ static void homa_msgin_missing__ranges(void **state)
     assert_int_equal(add(&m, 5000, 1000, &a), HOMA_MSGIN_NEW); /* gap [3000,5000) */
     assert_true(homa_msgin_missing(&m, 0, 2000));
     assert_true(homa_msgin_missing(&m, 500, 1000));
-    assert_false(homa_msgin_missing(&m, 1, 2000));     /* runs into received bytes */
-    assert_false(homa_msgin_missing(&m, 2500, 100));   /* received */
+    assert_false(homa_msgin_missing(&m, 1, 2000));   /* runs into received bytes */
+    assert_false(homa_msgin_missing(&m, 2500, 100)); /* received */
     assert_true(homa_msgin_missing(&m, 3000, 2000));
     assert_false(homa_msgin_missing(&m, 3000, 2001));
-    assert_false(homa_msgin_missing(&m, 1999, 1002));  /* spans a received block */
-    assert_false(homa_msgin_missing(&m, 4000, 3000));  /* crosses recv_end from a gap */
+    assert_false(homa_msgin_missing(&m, 1999, 1002)); /* spans a received block */
+    assert_false(homa_msgin_missing(&m, 4000, 3000)); /* crosses recv_end from a gap */
     assert_false(homa_msgin_missing(&m, 5999, 1));
     assert_true(homa_msgin_missing(&m, 6000, 4000));
     assert_true(homa_msgin_missing(&m, 9999, 1));

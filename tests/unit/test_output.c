@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "core/internal.h"
+#include "support/engine_test.h"
 
 #define PORT 7
 
@@ -768,6 +769,44 @@ static void homa_engine_timer__receive_lag_is_not_silence(void **state)
     homa_engine_destroy(lagged);
 }
 
+/* ---- on two engines wired back to back (tests/support/pair.c) ---- */
+
+static uint32_t payload_1000(void *ctx, const homa_addr *addr)
+{
+    (void)ctx;
+    (void)addr;
+    return 1000;
+}
+
+/* Records the largest DATA packet each side sent. */
+static int max_data_len(void *arg, int from, const struct pair_pkt *pk)
+{
+    size_t *max = arg;
+    if (pk->type == HOMA_PKT_DATA && pk->len > max[from]) max[from] = pk->len;
+    return 0;
+}
+
+/* ops.path_payload sets the packet size per peer: the client, told its
+ * path to the server carries 1,000-byte payloads, sends no larger DATA;
+ * the server (no hook) uses max_payload (1,400). */
+static void homa_engine_output__packets_follow_path_payload(void **state)
+{
+    (void)state;
+    struct pair p;
+    setup_pair(&p, NULL);
+    homa_engine_destroy(p.e[0]);
+    homa_engine_ops ops = {.path_payload = payload_1000};
+    assert_int_equal(homa_engine_create(NULL, &ops, &p.e[0]), 0);
+    assert_int_equal(homa_engine_port_open(p.e[0], CPORT), 0);
+    size_t max[2] = {0, 0};
+    p.filter = max_data_len;
+    p.filter_arg = max;
+    echo_rpc(&p, 30000);
+    assert_int_equal(max[0], HOMA_DATA_HDR_LEN + 1000);
+    assert_int_equal(max[1], HOMA_DATA_HDR_LEN + 1400);
+    pair_destroy(&p);
+}
+
 int main(void)
 {
     for (size_t i = 0; i < sizeof(big); i++)
@@ -790,6 +829,7 @@ int main(void)
         cmocka_unit_test(homa_engine_input_at__resend_older_than_data_not_answered),
         cmocka_unit_test(homa_engine_input_at__resend_not_repeated_for_fresh_retransmission),
         cmocka_unit_test(homa_engine_timer__receive_lag_is_not_silence),
+        cmocka_unit_test(homa_engine_output__packets_follow_path_payload),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
