@@ -17,22 +17,21 @@
  * priority in the TOS / traffic class byte.
  *
  * ICMP errors (IP_RECVERR / IPV6_RECVERR) come back as homa_io_rx entries
- * with `unreach` set so the runtime fails the RPCs at once. */
+ * with `unreach` set so the runtime fails the RPCs at once (errqueue.c, as
+ * for the UDP driver).  The address helpers, buffer sizing and the garbage
+ * filter are common.c's. */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <linux/errqueue.h>
 #include <linux/filter.h>
-#include <netinet/icmp6.h>
 #include <netinet/in.h>
-#include <netinet/ip_icmp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "core/wire.h"
+#include "io/common.h"
 #include "io/errqueue.h"
 #include "io/io.h"
 
@@ -44,7 +43,7 @@
 #define CTRL_SIZE 128
 #define SRC_CACHE 64 /* destinations whose source address we remember */
 
-#define CTR_ADD(s, field, n) __atomic_fetch_add(&(s)->ctr.field, (uint64_t)(n), __ATOMIC_RELAXED)
+#define CTR_ADD(s, field, n) HOMA_IO_CTR_ADD(&(s)->ctr, field, n)
 
 struct src_entry {
     homa_addr dst;
@@ -101,25 +100,6 @@ struct homa_io_sock {
 
 /* ------------------------------------------------------------ helpers */
 
-static int addr_is_v4(const homa_addr *a)
-{
-    static const uint8_t prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-    return memcmp(a->bytes, prefix, 12) == 0;
-}
-
-static int addr_is_zero(const homa_addr *a)
-{
-    static const homa_addr zero;
-    return memcmp(a, &zero, sizeof(zero)) == 0;
-}
-
-static void addr_from_v4(homa_addr *a, const void *ip4)
-{
-    memset(a->bytes, 0, 10);
-    a->bytes[10] = a->bytes[11] = 0xff;
-    memcpy(a->bytes + 12, ip4, 4);
-}
-
 /* One's-complement sums (RFC 1071) are computed on 16-bit words in memory
  * order, eight bytes per step: the sum of native-order words, folded, is
  * the byte-swapped sum of big-endian words (RFC 1071, "byte order
@@ -162,7 +142,7 @@ static uint64_t pseudo_native(const homa_addr *src, const homa_addr *dst, uint32
 {
     uint64_t sum = 0;
     uint8_t w[8];
-    if (addr_is_v4(src) && addr_is_v4(dst)) {
+    if (homa_io_addr_is_v4(src) && homa_io_addr_is_v4(dst)) {
         /* tcp_v4_check(): saddr, daddr, zero, protocol 6, 16-bit length */
         sum = csum_add(sum, src->bytes + 12, 4);
         sum = csum_add(sum, dst->bytes + 12, 4);
@@ -224,8 +204,8 @@ int homa_raw_strip_ipv4(const uint8_t *d, size_t len, size_t *hdr_len, uint8_t *
     if (total != len) return -1;
     *hdr_len = ihl;
     if (tos) *tos = d[1];
-    if (src) addr_from_v4(src, d + 12);
-    if (dst) addr_from_v4(dst, d + 16);
+    if (src) homa_io_addr_from_v4(src, d + 12);
+    if (dst) homa_io_addr_from_v4(dst, d + 16);
     return 0;
 }
 
@@ -233,7 +213,7 @@ int homa_raw_strip_ipv4(const uint8_t *d, size_t len, size_t *hdr_len, uint8_t *
  * asks the routing table without sending anything.  Cached per socket. */
 static void source_for(homa_io_sock *s, const homa_addr *dst, homa_addr *src)
 {
-    if (!addr_is_zero(&s->local.addr)) {
+    if (!homa_io_addr_is_zero(&s->local.addr)) {
         *src = s->local.addr;
         return;
     }
@@ -246,7 +226,7 @@ static void source_for(homa_io_sock *s, const homa_addr *dst, homa_addr *src)
         return;
     }
     memset(src, 0, sizeof(*src));
-    int v4 = addr_is_v4(dst);
+    int v4 = homa_io_addr_is_v4(dst);
     int fd = socket(v4 ? AF_INET : AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (fd >= 0) {
         union {
@@ -269,7 +249,7 @@ static void source_for(homa_io_sock *s, const homa_addr *dst, homa_addr *src)
         if (connect(fd, (struct sockaddr *)&sa, sl) == 0 &&
             getsockname(fd, (struct sockaddr *)&sa, &sl) == 0) {
             if (v4)
-                addr_from_v4(src, &sa.v4.sin_addr);
+                homa_io_addr_from_v4(src, &sa.v4.sin_addr);
             else
                 memcpy(src->bytes, &sa.v6.sin6_addr, 16);
         }
@@ -304,13 +284,6 @@ static int attach_filter(int fd, int v4, uint16_t port)
                   : (unsigned short)(sizeof(f6) / sizeof(f6[0]));
     prog.filter = v4 ? f4 : f6;
     return setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof(prog));
-}
-
-static void set_buf(int fd, int force_opt, int opt, uint32_t size)
-{
-    int v = (int)size;
-    if (setsockopt(fd, SOL_SOCKET, force_opt, &v, sizeof(v)) != 0)
-        setsockopt(fd, SOL_SOCKET, opt, &v, sizeof(v));
 }
 
 static void raw_close(homa_io_sock *s)
@@ -358,8 +331,7 @@ static int open_raw(const homa_endpoint *local, int v4, const homa_io_opts *opts
         setsockopt(fd, IPPROTO_IPV6, IPV6_RECVTCLASS, &on, sizeof(on));
         setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &on, sizeof(on));
     }
-    set_buf(fd, SO_RCVBUFFORCE, SO_RCVBUF, opts && opts->rcvbuf ? opts->rcvbuf : 16u << 20);
-    set_buf(fd, SO_SNDBUFFORCE, SO_SNDBUF, opts && opts->sndbuf ? opts->sndbuf : 4u << 20);
+    homa_io_set_bufs(fd, opts);
     return fd;
 }
 
@@ -374,9 +346,9 @@ static int raw_open(const homa_endpoint *local, const homa_io_opts *opts, homa_i
         return HOMA_ERR_NOMEM;
     }
     int rc = HOMA_ERR_IO;
-    int wildcard = addr_is_zero(&local->addr);
-    int want4 = wildcard || addr_is_v4(&local->addr);
-    int want6 = wildcard || !addr_is_v4(&local->addr);
+    int wildcard = homa_io_addr_is_zero(&local->addr);
+    int want4 = wildcard || homa_io_addr_is_v4(&local->addr);
+    int want6 = wildcard || !homa_io_addr_is_v4(&local->addr);
 
     /* The raw sockets first: without CAP_NET_RAW nothing else matters. */
     if (want4) {
@@ -452,9 +424,7 @@ static int raw_open(const homa_endpoint *local, const homa_io_opts *opts, homa_i
     s->pcap = opts ? opts->pcap : NULL;
     const homa_faults *f = opts ? opts->faults : NULL;
     uint64_t salt = opts ? opts->fault_salt : 0;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    uint64_t opened = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    uint64_t opened = homa_io_monotonic_ns();
     homa_fault_init(&s->txf, f, HOMA_FAULT_TX, salt, opened);
     homa_fault_init(&s->rxf, f, HOMA_FAULT_RX, salt, opened);
     for (int i = 0; i < RX_BATCH; i++) {
@@ -521,7 +491,7 @@ static void tx_flush(homa_io_sock *s, int fd, struct mmsghdr *mm, struct tx_slot
 
 static void tx_emit(homa_io_sock *s, const homa_pkt_out *p)
 {
-    int v4 = addr_is_v4(&p->dst);
+    int v4 = homa_io_addr_is_v4(&p->dst);
     int fd = v4 ? s->fd4 : s->fd6;
     if (fd < 0 || p->hdr_len < HOMA_COMMON_HDR_LEN || p->hdr_len > HOMA_MAX_HDR_LEN) {
         CTR_ADD(s, send_errors, 1); /* no socket of that family (bound elsewhere) */
@@ -626,13 +596,6 @@ static void raw_flush(homa_io_sock *s, uint64_t now)
 
 /* ---------------------------------------------------------------- receive */
 
-static int is_garbage(const uint8_t *d, size_t len)
-{
-    if (len < HOMA_COMMON_HDR_LEN) return 1;
-    size_t need = homa_wire_hdr_len(d[11]);
-    return need == 0 || len < need;
-}
-
 static homa_io_rx *rx_slot(homa_io_sock *s)
 {
     if (s->rx_out_n >= RX_OUT_CAP) return NULL;
@@ -650,7 +613,8 @@ static void rx_packet(homa_io_sock *s, uint64_t now, const homa_addr *src, const
         homa_pcap_write_ip(s->pcap, src, dst, tos, d, len, NULL, 0);
         CTR_ADD(s, pcap_records, 1);
     }
-    if (is_garbage(d, len)) {
+    /* Stray traffic on the port is counted here, never seen by the engine. */
+    if (homa_io_is_garbage(d, len)) {
         CTR_ADD(s, garbage_in, 1);
         return;
     }
@@ -673,27 +637,6 @@ static void rx_packet(homa_io_sock *s, uint64_t now, const homa_addr *src, const
     if (act == HOMA_FAULT_DUP) CTR_ADD(s, fault_dups, 1);
 }
 
-int homa_raw_icmp_unreach(int v4, uint8_t type, uint8_t code, const uint8_t *payload, size_t plen,
-                          uint16_t *port)
-{
-    *port = 0;
-    if (v4) {
-        if (type != ICMP_DEST_UNREACH) return 0;
-        /* Fragmentation needed is path MTU discovery, not a dead peer. */
-        if (code == ICMP_FRAG_NEEDED) return 0;
-        if (code == ICMP_PORT_UNREACH && plen >= 4)
-            *port = (uint16_t)(payload[2] << 8 | payload[3]);
-        return 1;
-    }
-    if (type == ICMP6_DST_UNREACH) {
-        if (code == ICMP6_DST_UNREACH_NOPORT && plen >= 4)
-            *port = (uint16_t)(payload[2] << 8 | payload[3]);
-        return 1;
-    }
-    /* Unknown next header: the host has no protocol 146. */
-    return type == ICMP6_PARAM_PROB && code == ICMP6_PARAMPROB_NEXTHEADER;
-}
-
 /* Reads the socket's error queue: each ICMP unreachable becomes an entry
  * with `unreach` set (src = the peer, sport = its Homa port or 0). */
 static void rx_errqueue(homa_io_sock *s, int fd, int v4)
@@ -704,44 +647,6 @@ static void rx_errqueue(homa_io_sock *s, int fd, int v4)
     s->rx_out_n += n;
     CTR_ADD(s, recv_syscalls, reads);
     CTR_ADD(s, icmp_unreach, n);
-}
-
-int homa_raw_parse_errqueue(const struct msghdr *mh, const uint8_t *payload, size_t plen, int v4,
-                            homa_io_rx *out)
-{
-    memset(out, 0, sizeof(*out));
-    const struct sock_extended_err *ee = NULL;
-    struct sock_extended_err tmp;
-    for (struct cmsghdr *c = CMSG_FIRSTHDR((struct msghdr *)mh); c != NULL;
-         c = CMSG_NXTHDR((struct msghdr *)mh, c)) {
-        if ((c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_RECVERR) ||
-            (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_RECVERR)) {
-            if (c->cmsg_len < CMSG_LEN(sizeof(tmp))) continue;
-            memcpy(&tmp, CMSG_DATA(c), sizeof(tmp));
-            ee = &tmp;
-        }
-    }
-    if (ee == NULL) return -1;
-    int icmp4 = ee->ee_origin == SO_EE_ORIGIN_ICMP;
-    if (!icmp4 && ee->ee_origin != SO_EE_ORIGIN_ICMP6) return -1;
-    uint16_t port;
-    if (!homa_raw_icmp_unreach(icmp4, ee->ee_type, ee->ee_code, payload, plen, &port)) return -1;
-    /* msg_name is the destination of the packet that bounced. */
-    const struct sockaddr *sa = mh->msg_name;
-    if (sa == NULL) return -1;
-    if (sa->sa_family == AF_INET && mh->msg_namelen >= sizeof(struct sockaddr_in)) {
-        const struct sockaddr_in *a = mh->msg_name;
-        addr_from_v4(&out->src, &a->sin_addr);
-    } else if (sa->sa_family == AF_INET6 && mh->msg_namelen >= sizeof(struct sockaddr_in6)) {
-        const struct sockaddr_in6 *a = mh->msg_name;
-        memcpy(out->src.bytes, &a->sin6_addr, 16);
-    } else {
-        return -1;
-    }
-    (void)v4;
-    out->unreach = 1;
-    out->sport = port;
-    return 0;
 }
 
 static void rx_read(homa_io_sock *s, uint64_t now, int v4)
@@ -843,9 +748,7 @@ static uint64_t raw_next_deadline(const homa_io_sock *s)
 
 static void raw_counters(const homa_io_sock *s, homa_driver_counters *sum)
 {
-#define HOMA_ADD_CTR(name, desc) sum->name += __atomic_load_n(&s->ctr.name, __ATOMIC_RELAXED);
-    HOMA_DRIVER_COUNTER_LIST(HOMA_ADD_CTR)
-#undef HOMA_ADD_CTR
+    homa_io_counters_add(&s->ctr, sum);
 }
 
 int homa_raw_supported(void)

@@ -7,7 +7,9 @@
  * probed at run time and quietly switched off when the kernel refuses them.
  *
  * Fault injection and packet capture sit here, below the engine, so they
- * see exactly what crosses the wire. */
+ * see exactly what crosses the wire.  What the raw driver (raw.c) does the
+ * same way is shared with it: the address helpers, buffer sizing and the
+ * garbage filter (common.c) and the error-queue reader (errqueue.c). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -20,6 +22,7 @@
 #include <unistd.h>
 
 #include "core/wire.h"
+#include "io/common.h"
 #include "io/errqueue.h"
 #include "io/io.h"
 
@@ -53,7 +56,7 @@ _Static_assert(HOMA_IO_PLACED_HDR == HOMA_DATA_HDR_LEN, "placed packets carry th
 #define DIRECT_IDLE 8
 #define ENOTSUPP_KERNEL 524 /* what the kernel returns when the device can't do GSO */
 
-#define CTR_ADD(s, field, n) __atomic_fetch_add(&(s)->ctr.field, (uint64_t)(n), __ATOMIC_RELAXED)
+#define CTR_ADD(s, field, n) HOMA_IO_CTR_ADD(&(s)->ctr, field, n)
 
 /* A packet copied aside by fault injection (delay, reorder). */
 struct held {
@@ -191,27 +194,6 @@ int homa_udp_uses_gro(const homa_io_sock *s)
     return s->gro;
 }
 
-static int addr_is_v4(const homa_addr *a)
-{
-    static const uint8_t prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-    return memcmp(a->bytes, prefix, 12) == 0;
-}
-
-static int addr_is_zero(const homa_addr *a)
-{
-    static const homa_addr zero;
-    return memcmp(a, &zero, sizeof(zero)) == 0;
-}
-
-static void set_buf(int fd, int force_opt, int opt, uint32_t size)
-{
-    int v = (int)size;
-    /* As root the FORCE variant ignores net.core.[rw]mem_max, which is far
-     * too small (about 200 KB) for Homa's bursts of unscheduled data. */
-    if (setsockopt(fd, SOL_SOCKET, force_opt, &v, sizeof(v)) != 0)
-        setsockopt(fd, SOL_SOCKET, opt, &v, sizeof(v));
-}
-
 static int udp_open(const homa_endpoint *local, const homa_io_opts *opts, homa_io_sock **out)
 {
     homa_io_sock *s = calloc(1, sizeof(*s));
@@ -250,10 +232,9 @@ static int udp_open(const homa_endpoint *local, const homa_io_opts *opts, homa_i
     if (getsockname(s->fd, (struct sockaddr *)&sa, &slen) != 0) goto io_err;
     s->local.port = ntohs(sa.sin6_port);
     s->local.addr = local->addr;
-    s->wildcard = addr_is_zero(&local->addr);
+    s->wildcard = homa_io_addr_is_zero(&local->addr);
 
-    set_buf(s->fd, SO_RCVBUFFORCE, SO_RCVBUF, opts && opts->rcvbuf ? opts->rcvbuf : 16u << 20);
-    set_buf(s->fd, SO_SNDBUFFORCE, SO_SNDBUF, opts && opts->sndbuf ? opts->sndbuf : 4u << 20);
+    homa_io_set_bufs(s->fd, opts);
     /* Received TOS is only needed for captures and tests, but asking for it
      * always costs one small cmsg and keeps the code path uniform. */
     setsockopt(s->fd, IPPROTO_IP, IP_RECVTOS, &on, sizeof(on));
@@ -282,9 +263,7 @@ static int udp_open(const homa_endpoint *local, const homa_io_opts *opts, homa_i
     uint64_t salt = opts ? opts->fault_salt : 0;
     /* The runtime's clock is CLOCK_MONOTONIC too: blackout windows count
      * from the moment the socket opened. */
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    uint64_t opened = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    uint64_t opened = homa_io_monotonic_ns();
     homa_fault_init(&s->txf, f, HOMA_FAULT_TX, salt, opened);
     homa_fault_init(&s->rxf, f, HOMA_FAULT_RX, salt, opened);
     /* Fault injection on receive holds and duplicates packets in driver
@@ -457,7 +436,7 @@ static void tx_finish_meta(struct tx_meta *m, struct mmsghdr *mm, struct iovec *
     /* An IPv4-mapped destination goes through the kernel's IPv4 path, which
      * only honours IP_TOS; a real IPv6 one only IPV6_TCLASS. */
     int tos = m->tos;
-    if (addr_is_v4(&m->addr)) {
+    if (homa_io_addr_is_v4(&m->addr)) {
         c->cmsg_level = IPPROTO_IP;
         c->cmsg_type = IP_TOS;
     } else {
@@ -616,23 +595,7 @@ static int udp_send(homa_io_sock *s, uint64_t now, const homa_pkt_out *pkts, int
         uint8_t tos = (uint8_t)((p->priority & 7) << 5);
         uint64_t hold = 0;
         uint32_t wait = 1;
-        int act = HOMA_FAULT_PASS;
-        if (s->txf.active) {
-            /* The classifier wants the header and the packet length in one
-             * buffer; engine DATA headers are whole, but never assume. */
-            uint8_t hb[HOMA_DATA_HDR_LEN];
-            const uint8_t *hp = p->hdr;
-            size_t total = (size_t)p->hdr_len + p->payload_len;
-            if (p->hdr_len < sizeof(hb) && p->payload_len > 0) {
-                size_t more = sizeof(hb) - p->hdr_len;
-                if (more > p->payload_len) more = p->payload_len;
-                memcpy(hb, p->hdr, p->hdr_len);
-                memcpy(hb + p->hdr_len, p->payload, more);
-                hp = hb;
-                total = p->hdr_len + more;
-            }
-            act = homa_fault_decide(&s->txf, now, hp, total, &hold, &wait);
-        }
+        int act = homa_io_fault_decide_out(&s->txf, now, p, &hold, &wait);
         if (act == HOMA_FAULT_DROP) {
             CTR_ADD(s, fault_drops, 1);
             if (p->type == HOMA_PKT_DATA) CTR_ADD(s, fault_drop_bytes, p->payload_len);
@@ -677,19 +640,6 @@ static void udp_flush(homa_io_sock *s, uint64_t now)
 }
 
 /* ---------------------------------------------------------------- receive */
-
-/* Structural check done before the engine sees a datagram, so that stray
- * traffic on the port is counted as garbage by the driver. */
-static int is_garbage(const uint8_t *d, size_t len)
-{
-    if (len < HOMA_COMMON_HDR_LEN) return 1;
-    uint8_t type = d[11];
-    if (type < HOMA_PKT_TYPE_MIN || type > HOMA_PKT_TYPE_MAX) return 1;
-    static const uint8_t min_len[HOMA_PKT_TYPE_COUNT] = {
-        HOMA_DATA_HDR_LEN, HOMA_GRANT_LEN,  HOMA_RESEND_LEN,   HOMA_RPC_UNKNOWN_LEN, HOMA_BUSY_LEN,
-        HOMA_CUTOFFS_LEN,  HOMA_FREEZE_LEN, HOMA_NEED_ACK_LEN, HOMA_ACK_LEN};
-    return len < min_len[type - HOMA_PKT_TYPE_MIN];
-}
 
 static void rx_push(homa_io_sock *s, const homa_addr *src, uint16_t sport, uint8_t tos,
                     const uint8_t *d, uint32_t len, uint64_t arrived)
@@ -741,7 +691,8 @@ static void rx_segment(homa_io_sock *s, uint64_t now, const homa_addr *src, uint
         homa_pcap_write(s->pcap, src, sport, dst, s->local.port, tos, d, len, NULL, 0);
         CTR_ADD(s, pcap_records, 1);
     }
-    if (is_garbage(d, len)) {
+    /* Stray traffic on the port is counted here, never seen by the engine. */
+    if (homa_io_is_garbage(d, len)) {
         CTR_ADD(s, garbage_in, 1);
         return;
     }
@@ -1029,9 +980,7 @@ static uint64_t udp_next_deadline(const homa_io_sock *s)
 
 static void udp_counters(const homa_io_sock *s, homa_driver_counters *sum)
 {
-#define HOMA_ADD_CTR(name, desc) sum->name += __atomic_load_n(&s->ctr.name, __ATOMIC_RELAXED);
-    HOMA_DRIVER_COUNTER_LIST(HOMA_ADD_CTR)
-#undef HOMA_ADD_CTR
+    homa_io_counters_add(&s->ctr, sum);
 }
 
 const homa_io_ops homa_udp_ops = {
