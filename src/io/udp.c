@@ -9,7 +9,8 @@
  * Fault injection and packet capture sit here, below the engine, so they
  * see exactly what crosses the wire.  What the raw driver (raw.c) does the
  * same way is shared with it: the address helpers, buffer sizing and the
- * garbage filter (common.c) and the error-queue reader (errqueue.c). */
+ * garbage filter (common.c), the error-queue reader (errqueue.c) and the
+ * queue of packets that delay and reorder faults hold back (faultq.c). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -24,6 +25,7 @@
 #include "core/wire.h"
 #include "io/common.h"
 #include "io/errqueue.h"
+#include "io/faultq.h"
 #include "io/io.h"
 
 #ifndef UDP_SEGMENT
@@ -57,19 +59,6 @@ _Static_assert(HOMA_IO_PLACED_HDR == HOMA_DATA_HDR_LEN, "placed packets carry th
 #define ENOTSUPP_KERNEL 524 /* what the kernel returns when the device can't do GSO */
 
 #define CTR_ADD(s, field, n) HOMA_IO_CTR_ADD(&(s)->ctr, field, n)
-
-/* A packet copied aside by fault injection (delay, reorder). */
-struct held {
-    struct held *next;
-    uint64_t due;
-    int reorder;   /* released after `wait` more packets have passed */
-    uint32_t wait; /* reorder: packets still to pass before this one */
-    homa_addr addr;
-    uint16_t port;
-    uint8_t tos;
-    uint32_t len;
-    uint8_t data[];
-};
 
 /* Bookkeeping for one datagram (possibly a GSO run) being assembled. */
 struct tx_meta {
@@ -105,10 +94,9 @@ struct homa_io_sock {
     struct iovec tx_iov[TX_IOV_CAP];
     int tx_n;
     int tx_iov_n;
-    struct held *tx_held; /* delayed or reordered, not yet sent */
-    int tx_held_n;
-    struct held *tx_inflight; /* copies referenced by the batch being built */
-    uint64_t tx_due;          /* earliest due time in tx_held (atomic) */
+    /* Delayed or reordered, not yet sent; its released copies are
+     * referenced by the batch being built until it is flushed. */
+    homa_faultq txq;
 
     /* Receive side (one receiver at a time). */
     homa_fault_state rxf;
@@ -123,10 +111,7 @@ struct homa_io_sock {
     homa_io_rx *rx_out;
     int rx_out_n;
     int rx_out_pos;
-    struct held *rx_held;
-    int rx_held_n;
-    struct held *rx_done;   /* released copies, freed at the next refill */
-    uint64_t rx_due;        /* earliest due time in rx_held (atomic) */
+    homa_faultq rxq;        /* released copies are freed at the next refill */
     homa_io_place_fn place; /* direct receive; NULL = off */
     void *place_ctx;
     int err_pending; /* an ICMP error was reported: read the error queue (atomic) */
@@ -206,8 +191,8 @@ static int udp_open(const homa_endpoint *local, const homa_io_opts *opts, homa_i
         free(s);
         return HOMA_ERR_NOMEM;
     }
-    s->tx_due = UINT64_MAX;
-    s->rx_due = UINT64_MAX;
+    homa_faultq_init(&s->txq, HOLD_MAX, 0);
+    homa_faultq_init(&s->rxq, HOLD_MAX, 0);
     s->fd = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (s->fd < 0) goto io_err;
     int off = 0, on = 1;
@@ -322,23 +307,12 @@ static void udp_set_faults(homa_io_sock *s, const homa_faults *f, uint64_t now)
     pthread_mutex_unlock(&s->fault_lock);
 }
 
-static void free_list(struct held *h)
-{
-    while (h != NULL) {
-        struct held *n = h->next;
-        free(h);
-        h = n;
-    }
-}
-
 static void udp_close(homa_io_sock *s)
 {
     if (s == NULL) return;
     close(s->fd);
-    free_list(s->tx_held);
-    free_list(s->tx_inflight);
-    free_list(s->rx_held);
-    free_list(s->rx_done);
+    homa_faultq_free(&s->txq);
+    homa_faultq_free(&s->rxq);
     free(s->rx_buf);
     free(s->rx_out);
     pthread_mutex_destroy(&s->fault_lock);
@@ -353,29 +327,6 @@ static int udp_fd(const homa_io_sock *s)
 static void udp_local(const homa_io_sock *s, homa_endpoint *out)
 {
     *out = s->local;
-}
-
-static struct held *hold_copy(const homa_addr *addr, uint16_t port, uint8_t tos, const uint8_t *a,
-                              size_t alen, const uint8_t *b, size_t blen)
-{
-    struct held *h = malloc(sizeof(*h) + alen + blen);
-    if (h == NULL) return NULL;
-    h->next = NULL;
-    h->addr = *addr;
-    h->port = port;
-    h->tos = tos;
-    h->len = (uint32_t)(alen + blen);
-    memcpy(h->data, a, alen);
-    if (blen > 0) memcpy(h->data + alen, b, blen);
-    return h;
-}
-
-static uint64_t list_min_due(const struct held *h)
-{
-    uint64_t m = UINT64_MAX;
-    for (; h != NULL; h = h->next)
-        if (h->due < m) m = h->due;
-    return m;
 }
 
 /* ---------------------------------------------------------------- send */
@@ -496,8 +447,7 @@ static void tx_flush_batch(homa_io_sock *s)
     }
     s->tx_n = 0;
     s->tx_iov_n = 0;
-    free_list(s->tx_inflight);
-    s->tx_inflight = NULL;
+    homa_faultq_reclaim(&s->txq); /* the released copies it referenced */
 }
 
 /* Adds one packet (a + b) to the batch, extending the previous datagram's
@@ -547,43 +497,23 @@ static void tx_emit(homa_io_sock *s, const homa_addr *addr, uint16_t port, uint8
     m->bytes += len;
 }
 
-/* Held packets leave oldest first when released together, so a reordered
- * packet is overtaken only by the packets that passed, not by younger
- * held ones. */
-static void hold_append(struct held **list, struct held *h)
+/* A copy released by the send queue joins the batch (homa_faultq_emit_fn). */
+static void tx_emit_held(void *ctx, const homa_faultq_pkt *h)
 {
-    while (*list != NULL)
-        list = &(*list)->next;
-    h->next = NULL;
-    *list = h;
-}
-
-static void tx_emit_held(homa_io_sock *s, struct held *h)
-{
-    /* The copy must outlive the batch that references it, so make room
-     * first: a flush inside tx_emit would free it with the older copies. */
+    homa_io_sock *s = ctx;
+    /* The copy must outlive the batch that references it: the queue puts
+     * it among the released copies only after this returns, so a flush
+     * here (making room, as tx_emit would) reclaims only the older copies,
+     * which the flushed batch referenced; this one goes with the next. */
     if (s->tx_n == TX_BATCH || s->tx_iov_n + 2 > TX_IOV_CAP) tx_flush_batch(s);
-    h->next = s->tx_inflight;
-    s->tx_inflight = h;
     tx_emit(s, &h->addr, h->port, h->tos, h->data, h->len, NULL, 0, 0);
 }
 
-/* Emits reordered packets (after a packet that passed) and, if now is not
- * 0, delayed ones that are due. */
+/* Emits reordered packets (after a packet that passed) and delayed ones
+ * that are due. */
 static void tx_release(homa_io_sock *s, uint64_t now, int after_pass)
 {
-    struct held **pp = &s->tx_held;
-    while (*pp != NULL) {
-        struct held *h = *pp;
-        if ((after_pass && h->reorder && --h->wait == 0) || h->due <= now) {
-            *pp = h->next;
-            s->tx_held_n--;
-            tx_emit_held(s, h);
-        } else {
-            pp = &h->next;
-        }
-    }
-    __atomic_store_n(&s->tx_due, list_min_due(s->tx_held), __ATOMIC_RELAXED);
+    homa_faultq_release(&s->txq, now, after_pass, tx_emit_held, s);
 }
 
 static int udp_send(homa_io_sock *s, uint64_t now, const homa_pkt_out *pkts, int n)
@@ -601,22 +531,14 @@ static int udp_send(homa_io_sock *s, uint64_t now, const homa_pkt_out *pkts, int
             if (p->type == HOMA_PKT_DATA) CTR_ADD(s, fault_drop_bytes, p->payload_len);
             continue;
         }
-        if ((act == HOMA_FAULT_DELAY || act == HOMA_FAULT_REORDER) && s->tx_held_n < HOLD_MAX) {
-            struct held *h =
-                hold_copy(&p->dst, p->dport, tos, p->hdr, p->hdr_len, p->payload, p->payload_len);
-            if (h != NULL) {
-                h->reorder = act == HOMA_FAULT_REORDER;
-                h->wait = wait;
-                /* A reordered packet that not enough later packets
-                 * overtake still leaves after delay_us. */
-                h->due = now + hold;
-                hold_append(&s->tx_held, h);
-                s->tx_held_n++;
-                CTR_ADD(s, fault_delays, act == HOMA_FAULT_DELAY);
-                CTR_ADD(s, fault_reorders, act == HOMA_FAULT_REORDER);
-                __atomic_store_n(&s->tx_due, list_min_due(s->tx_held), __ATOMIC_RELAXED);
-                continue;
-            }
+        /* A reordered packet that not enough later packets overtake still
+         * leaves after delay_us.  When the queue is full, it goes now. */
+        if ((act == HOMA_FAULT_DELAY || act == HOMA_FAULT_REORDER) &&
+            homa_faultq_hold(&s->txq, now + hold, act == HOMA_FAULT_REORDER ? wait : 0, &p->dst,
+                             p->dport, tos, p->hdr, p->hdr_len, p->payload, p->payload_len) == 0) {
+            CTR_ADD(s, fault_delays, act == HOMA_FAULT_DELAY);
+            CTR_ADD(s, fault_reorders, act == HOMA_FAULT_REORDER);
+            continue;
         }
         int gso_ok = p->type == HOMA_PKT_DATA;
         tx_emit(s, &p->dst, p->dport, tos, p->hdr, p->hdr_len, p->payload, p->payload_len, gso_ok);
@@ -625,16 +547,16 @@ static int udp_send(homa_io_sock *s, uint64_t now, const homa_pkt_out *pkts, int
             tx_emit(s, &p->dst, p->dport, tos, p->hdr, p->hdr_len, p->payload, p->payload_len,
                     gso_ok);
         }
-        if (s->tx_held != NULL) tx_release(s, now, 1);
+        if (homa_faultq_count(&s->txq) > 0) tx_release(s, now, 1);
     }
-    if (s->tx_held != NULL) tx_release(s, now, 0);
+    if (homa_faultq_count(&s->txq) > 0) tx_release(s, now, 0);
     if (s->tx_n > 0) tx_flush_batch(s);
     return n;
 }
 
 static void udp_flush(homa_io_sock *s, uint64_t now)
 {
-    if (s->tx_held == NULL) return;
+    if (homa_faultq_count(&s->txq) == 0) return;
     tx_release(s, now, 0);
     if (s->tx_n > 0) tx_flush_batch(s);
 }
@@ -659,27 +581,17 @@ static void rx_push(homa_io_sock *s, const homa_addr *src, uint16_t sport, uint8
     r->arrived = arrived;
 }
 
-static void rx_push_held(homa_io_sock *s, struct held *h)
+/* A copy released by the receive queue (homa_faultq_emit_fn); it stays
+ * valid until the next refill. */
+static void rx_push_held(void *ctx, const homa_faultq_pkt *h)
 {
-    h->next = s->rx_done;
-    s->rx_done = h;
+    homa_io_sock *s = ctx;
     rx_push(s, &h->addr, h->port, h->tos, h->data, h->len, 0); /* arrives now */
 }
 
 static void rx_release(homa_io_sock *s, uint64_t now, int after_pass)
 {
-    struct held **pp = &s->rx_held;
-    while (*pp != NULL) {
-        struct held *h = *pp;
-        if ((after_pass && h->reorder && --h->wait == 0) || h->due <= now) {
-            *pp = h->next;
-            s->rx_held_n--;
-            rx_push_held(s, h);
-        } else {
-            pp = &h->next;
-        }
-    }
-    __atomic_store_n(&s->rx_due, list_min_due(s->rx_held), __ATOMIC_RELAXED);
+    homa_faultq_release(&s->rxq, now, after_pass, rx_push_held, s);
 }
 
 static void rx_segment(homa_io_sock *s, uint64_t now, const homa_addr *src, uint16_t sport,
@@ -704,26 +616,19 @@ static void rx_segment(homa_io_sock *s, uint64_t now, const homa_addr *src, uint
         if (d[11] == HOMA_PKT_DATA) CTR_ADD(s, fault_drop_bytes, len - HOMA_DATA_HDR_LEN);
         return;
     }
-    if ((act == HOMA_FAULT_DELAY || act == HOMA_FAULT_REORDER) && s->rx_held_n < HOLD_MAX) {
-        struct held *h = hold_copy(src, sport, tos, d, len, NULL, 0);
-        if (h != NULL) {
-            h->reorder = act == HOMA_FAULT_REORDER;
-            h->wait = wait;
-            h->due = now + hold;
-            hold_append(&s->rx_held, h);
-            s->rx_held_n++;
-            CTR_ADD(s, fault_delays, act == HOMA_FAULT_DELAY);
-            CTR_ADD(s, fault_reorders, act == HOMA_FAULT_REORDER);
-            __atomic_store_n(&s->rx_due, list_min_due(s->rx_held), __ATOMIC_RELAXED);
-            return;
-        }
+    if ((act == HOMA_FAULT_DELAY || act == HOMA_FAULT_REORDER) &&
+        homa_faultq_hold(&s->rxq, now + hold, act == HOMA_FAULT_REORDER ? wait : 0, src, sport, tos,
+                         d, len, NULL, 0) == 0) {
+        CTR_ADD(s, fault_delays, act == HOMA_FAULT_DELAY);
+        CTR_ADD(s, fault_reorders, act == HOMA_FAULT_REORDER);
+        return;
     }
     rx_push(s, src, sport, tos, d, len, s->rx_arrived);
     if (act == HOMA_FAULT_DUP) {
         CTR_ADD(s, fault_dups, 1);
         rx_push(s, src, sport, tos, d, len, s->rx_arrived);
     }
-    if (s->rx_held != NULL) rx_release(s, now, 1);
+    if (homa_faultq_count(&s->rxq) > 0) rx_release(s, now, 1);
 }
 
 static int64_t ts_ns(const struct timespec *t)
@@ -938,8 +843,7 @@ static void rx_refill(homa_io_sock *s, uint64_t now)
     s->rx_clock_off = clock_offset();
     unsigned gen = __atomic_load_n(&s->fault_gen, __ATOMIC_ACQUIRE);
     if (gen != s->rx_fault_gen) fault_pickup(s, HOMA_FAULT_RX, gen);
-    free_list(s->rx_done);
-    s->rx_done = NULL;
+    homa_faultq_reclaim(&s->rxq);
     s->rx_out_n = 0;
     s->rx_out_pos = 0;
     if (s->direct) {
@@ -955,7 +859,7 @@ static void rx_refill(homa_io_sock *s, uint64_t now)
             rx_datagram(s, now, &s->rx_mm[i].msg_hdr, &s->rx_sa[i], s->rx_iov[i].iov_base,
                         s->rx_mm[i].msg_len);
     }
-    if (s->rx_held != NULL) rx_release(s, now, 0);
+    if (homa_faultq_count(&s->rxq) > 0) rx_release(s, now, 0);
     if (__atomic_exchange_n(&s->err_pending, 0, __ATOMIC_RELAXED)) rx_errqueue(s);
 }
 
@@ -973,8 +877,8 @@ static int udp_recv(homa_io_sock *s, uint64_t now, homa_io_rx *out, int max)
 
 static uint64_t udp_next_deadline(const homa_io_sock *s)
 {
-    uint64_t a = __atomic_load_n(&s->tx_due, __ATOMIC_RELAXED);
-    uint64_t b = __atomic_load_n(&s->rx_due, __ATOMIC_RELAXED);
+    uint64_t a = homa_faultq_next_deadline(&s->txq);
+    uint64_t b = homa_faultq_next_deadline(&s->rxq);
     return a < b ? a : b;
 }
 
