@@ -1,9 +1,13 @@
 /* The I/O driver interface between the runtime (src/rt) and the network.
  *
- * A driver socket carries the packets of one Homa port: the engine's wire
- * bytes are the UDP payload and the UDP port is the Homa port.  The runtime
- * talks to drivers only through homa_io_ops, so a test or a different
- * transport can be slotted in.  A driver owns all of its buffers: packets
+ * A driver socket carries the packets of one Homa port: over UDP (udp.c)
+ * the engine's wire bytes are the UDP payload and the UDP port is the Homa
+ * port; over raw IP (raw.c) they are the IP payload of protocol 146.  The
+ * runtime talks to drivers only through homa_io_ops, so a test or a
+ * different transport can be slotted in.  What both drivers share lives
+ * beside them: common.h (address helpers, buffer sizing, the garbage
+ * filter), errqueue.h (ICMP errors from MSG_ERRQUEUE) and faultq.h (packets
+ * held back by fault injection).  A driver owns all of its buffers: packets
  * handed to send() are not referenced after it returns, and packets
  * returned by recv() stay valid until the next recv() on the same socket.
  *
@@ -123,21 +127,8 @@ uint16_t homa_raw_checksum(const homa_addr *src, const homa_addr *dst, const uin
 /* Validates the IPv4 header a raw socket delivers in front of the Homa
  * bytes: version 4, IHL 5..15 within len, total length == len.  Returns 0
  * with its length (and TOS, addresses; each optional) or -1. */
-int homa_raw_strip_ipv4(const uint8_t *d, size_t len, size_t *hdr_len, uint8_t *tos,
-                        homa_addr *src, homa_addr *dst);
-/* 1 if an ICMP (v4) or ICMPv6 (!v4) error of this type/code means the peer
- * cannot be reached; *port gets the Homa port from the bounced packet's
- * header (payload, plen bytes) for a port unreachable, else 0. */
-int homa_raw_icmp_unreach(int v4, uint8_t type, uint8_t code, const uint8_t *payload,
-                          size_t plen, uint16_t *port);
-struct msghdr;
-/* Turns one MSG_ERRQUEUE message (mh with its cmsgs and msg_name, the
- * bounced packet's Homa bytes in payload) into an `unreach` entry.
- * Returns 0, or -1 if it is not an unreachable report.  Shared by the UDP
- * and raw drivers. */
-int homa_raw_parse_errqueue(const struct msghdr *mh, const uint8_t *payload, size_t plen, int v4,
-                            homa_io_rx *out);
-
+int homa_raw_strip_ipv4(const uint8_t *d, size_t len, size_t *hdr_len, uint8_t *tos, homa_addr *src,
+                        homa_addr *dst);
 /* Run-time capability probes (cached).  1 if the kernel supports it. */
 int homa_udp_gso_supported(void);
 int homa_udp_gro_supported(void);

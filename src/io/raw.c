@@ -17,34 +17,41 @@
  * priority in the TOS / traffic class byte.
  *
  * ICMP errors (IP_RECVERR / IPV6_RECVERR) come back as homa_io_rx entries
- * with `unreach` set so the runtime fails the RPCs at once. */
+ * with `unreach` set so the runtime fails the RPCs at once (errqueue.c, as
+ * for the UDP driver).
+ *
+ * Fault injection works as in the UDP driver, on send and receive: drop,
+ * duplicate, and delay, jitter and reorder through the queue of held
+ * packets (faultq.c), which flush() and next_deadline() drive.  The
+ * address helpers, buffer sizing and the garbage filter are common.c's. */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <linux/errqueue.h>
 #include <linux/filter.h>
-#include <netinet/icmp6.h>
 #include <netinet/in.h>
-#include <netinet/ip_icmp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "core/wire.h"
+#include "io/common.h"
 #include "io/errqueue.h"
+#include "io/faultq.h"
 #include "io/io.h"
 
 #define RX_BATCH 16
 #define RX_BUF_SIZE 65536 /* an IP packet (IPv4 header included) is at most 64 KB */
 #define TX_BATCH 32
-#define ERR_BATCH 16 /* error-queue entries read per drain */
-#define RX_OUT_CAP (RX_BATCH * 2 + ERR_BATCH * 2)
+#define ERR_BATCH 16  /* error-queue entries read per drain */
+#define HOLD_MAX 4096 /* packets held back by fault injection, per direction */
+/* A refill: a batch (each packet possibly duplicated), the held packets
+ * released (those held before it and those of the batch), error reports. */
+#define RX_OUT_CAP (RX_BATCH * 2 + ERR_BATCH * 2 + HOLD_MAX + RX_BATCH)
 #define CTRL_SIZE 128
 #define SRC_CACHE 64 /* destinations whose source address we remember */
 
-#define CTR_ADD(s, field, n) __atomic_fetch_add(&(s)->ctr.field, (uint64_t)(n), __ATOMIC_RELAXED)
+#define CTR_ADD(s, field, n) HOMA_IO_CTR_ADD(&(s)->ctr, field, n)
 
 struct src_entry {
     homa_addr dst;
@@ -80,6 +87,9 @@ struct homa_io_sock {
     struct tx_slot slot4[TX_BATCH], slot6[TX_BATCH];
     int n4, n6;
     struct src_entry srcs[SRC_CACHE];
+    /* Delayed or reordered, not yet sent; released copies are referenced
+     * by the batches until both are flushed. */
+    homa_faultq txq;
 
     /* Receive (one receiver at a time). */
     homa_fault_state rxf;
@@ -96,29 +106,11 @@ struct homa_io_sock {
     } rx_ctrl[RX_BATCH];
     homa_io_rx rx_out[RX_OUT_CAP];
     int rx_out_n, rx_out_pos;
-    int turn; /* which family is read first (fairness) */
+    homa_faultq rxq; /* released copies are freed at the next refill */
+    int turn;        /* which family is read first (fairness) */
 };
 
 /* ------------------------------------------------------------ helpers */
-
-static int addr_is_v4(const homa_addr *a)
-{
-    static const uint8_t prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-    return memcmp(a->bytes, prefix, 12) == 0;
-}
-
-static int addr_is_zero(const homa_addr *a)
-{
-    static const homa_addr zero;
-    return memcmp(a, &zero, sizeof(zero)) == 0;
-}
-
-static void addr_from_v4(homa_addr *a, const void *ip4)
-{
-    memset(a->bytes, 0, 10);
-    a->bytes[10] = a->bytes[11] = 0xff;
-    memcpy(a->bytes + 12, ip4, 4);
-}
 
 /* One's-complement sums (RFC 1071) are computed on 16-bit words in memory
  * order, eight bytes per step: the sum of native-order words, folded, is
@@ -162,7 +154,7 @@ static uint64_t pseudo_native(const homa_addr *src, const homa_addr *dst, uint32
 {
     uint64_t sum = 0;
     uint8_t w[8];
-    if (addr_is_v4(src) && addr_is_v4(dst)) {
+    if (homa_io_addr_is_v4(src) && homa_io_addr_is_v4(dst)) {
         /* tcp_v4_check(): saddr, daddr, zero, protocol 6, 16-bit length */
         sum = csum_add(sum, src->bytes + 12, 4);
         sum = csum_add(sum, dst->bytes + 12, 4);
@@ -224,8 +216,8 @@ int homa_raw_strip_ipv4(const uint8_t *d, size_t len, size_t *hdr_len, uint8_t *
     if (total != len) return -1;
     *hdr_len = ihl;
     if (tos) *tos = d[1];
-    if (src) addr_from_v4(src, d + 12);
-    if (dst) addr_from_v4(dst, d + 16);
+    if (src) homa_io_addr_from_v4(src, d + 12);
+    if (dst) homa_io_addr_from_v4(dst, d + 16);
     return 0;
 }
 
@@ -233,7 +225,7 @@ int homa_raw_strip_ipv4(const uint8_t *d, size_t len, size_t *hdr_len, uint8_t *
  * asks the routing table without sending anything.  Cached per socket. */
 static void source_for(homa_io_sock *s, const homa_addr *dst, homa_addr *src)
 {
-    if (!addr_is_zero(&s->local.addr)) {
+    if (!homa_io_addr_is_zero(&s->local.addr)) {
         *src = s->local.addr;
         return;
     }
@@ -246,7 +238,7 @@ static void source_for(homa_io_sock *s, const homa_addr *dst, homa_addr *src)
         return;
     }
     memset(src, 0, sizeof(*src));
-    int v4 = addr_is_v4(dst);
+    int v4 = homa_io_addr_is_v4(dst);
     int fd = socket(v4 ? AF_INET : AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (fd >= 0) {
         union {
@@ -269,7 +261,7 @@ static void source_for(homa_io_sock *s, const homa_addr *dst, homa_addr *src)
         if (connect(fd, (struct sockaddr *)&sa, sl) == 0 &&
             getsockname(fd, (struct sockaddr *)&sa, &sl) == 0) {
             if (v4)
-                addr_from_v4(src, &sa.v4.sin_addr);
+                homa_io_addr_from_v4(src, &sa.v4.sin_addr);
             else
                 memcpy(src->bytes, &sa.v6.sin6_addr, 16);
         }
@@ -306,13 +298,6 @@ static int attach_filter(int fd, int v4, uint16_t port)
     return setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof(prog));
 }
 
-static void set_buf(int fd, int force_opt, int opt, uint32_t size)
-{
-    int v = (int)size;
-    if (setsockopt(fd, SOL_SOCKET, force_opt, &v, sizeof(v)) != 0)
-        setsockopt(fd, SOL_SOCKET, opt, &v, sizeof(v));
-}
-
 static void raw_close(homa_io_sock *s)
 {
     if (s == NULL) return;
@@ -320,6 +305,8 @@ static void raw_close(homa_io_sock *s)
     if (s->fd6 >= 0) close(s->fd6);
     if (s->resv >= 0) close(s->resv);
     if (s->epfd >= 0) close(s->epfd);
+    homa_faultq_free(&s->txq);
+    homa_faultq_free(&s->rxq);
     free(s->rx_buf);
     free(s);
 }
@@ -358,8 +345,7 @@ static int open_raw(const homa_endpoint *local, int v4, const homa_io_opts *opts
         setsockopt(fd, IPPROTO_IPV6, IPV6_RECVTCLASS, &on, sizeof(on));
         setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &on, sizeof(on));
     }
-    set_buf(fd, SO_RCVBUFFORCE, SO_RCVBUF, opts && opts->rcvbuf ? opts->rcvbuf : 16u << 20);
-    set_buf(fd, SO_SNDBUFFORCE, SO_SNDBUF, opts && opts->sndbuf ? opts->sndbuf : 4u << 20);
+    homa_io_set_bufs(fd, opts);
     return fd;
 }
 
@@ -368,15 +354,17 @@ static int raw_open(const homa_endpoint *local, const homa_io_opts *opts, homa_i
     homa_io_sock *s = calloc(1, sizeof(*s));
     if (s == NULL) return HOMA_ERR_NOMEM;
     s->fd4 = s->fd6 = s->resv = s->epfd = -1;
+    homa_faultq_init(&s->txq, HOLD_MAX, 0);
+    homa_faultq_init(&s->rxq, HOLD_MAX, 0);
     s->rx_buf = malloc((size_t)RX_BATCH * RX_BUF_SIZE);
     if (s->rx_buf == NULL) {
         free(s);
         return HOMA_ERR_NOMEM;
     }
     int rc = HOMA_ERR_IO;
-    int wildcard = addr_is_zero(&local->addr);
-    int want4 = wildcard || addr_is_v4(&local->addr);
-    int want6 = wildcard || !addr_is_v4(&local->addr);
+    int wildcard = homa_io_addr_is_zero(&local->addr);
+    int want4 = wildcard || homa_io_addr_is_v4(&local->addr);
+    int want6 = wildcard || !homa_io_addr_is_v4(&local->addr);
 
     /* The raw sockets first: without CAP_NET_RAW nothing else matters. */
     if (want4) {
@@ -452,9 +440,7 @@ static int raw_open(const homa_endpoint *local, const homa_io_opts *opts, homa_i
     s->pcap = opts ? opts->pcap : NULL;
     const homa_faults *f = opts ? opts->faults : NULL;
     uint64_t salt = opts ? opts->fault_salt : 0;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    uint64_t opened = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    uint64_t opened = homa_io_monotonic_ns();
     homa_fault_init(&s->txf, f, HOMA_FAULT_TX, salt, opened);
     homa_fault_init(&s->rxf, f, HOMA_FAULT_RX, salt, opened);
     for (int i = 0; i < RX_BATCH; i++) {
@@ -519,11 +505,14 @@ static void tx_flush(homa_io_sock *s, int fd, struct mmsghdr *mm, struct tx_slot
     *np = 0;
 }
 
-static void tx_emit(homa_io_sock *s, const homa_pkt_out *p)
+/* Adds one packet (header hdr, payload referenced until the batch is
+ * flushed) to the batch of its family. */
+static void tx_emit(homa_io_sock *s, const homa_addr *dst, uint8_t tos, const uint8_t *hdr,
+                    size_t hdr_len, const uint8_t *payload, size_t payload_len)
 {
-    int v4 = addr_is_v4(&p->dst);
+    int v4 = homa_io_addr_is_v4(dst);
     int fd = v4 ? s->fd4 : s->fd6;
-    if (fd < 0 || p->hdr_len < HOMA_COMMON_HDR_LEN || p->hdr_len > HOMA_MAX_HDR_LEN) {
+    if (fd < 0 || hdr_len < HOMA_COMMON_HDR_LEN || hdr_len > HOMA_MAX_HDR_LEN) {
         CTR_ADD(s, send_errors, 1); /* no socket of that family (bound elsewhere) */
         return;
     }
@@ -537,108 +526,143 @@ static void tx_emit(homa_io_sock *s, const homa_pkt_out *p)
 
     /* The header as the kernel sends it: TCP look-alike flags and urgent
      * pointer, then the checksum over pseudo-header, header and payload. */
-    memcpy(t->hdr, p->hdr, p->hdr_len);
+    memcpy(t->hdr, hdr, hdr_len);
     t->hdr[13] = HOMA_RAW_FLAGS;
     t->hdr[18] = (uint8_t)(HOMA_RAW_URGENT >> 8);
     t->hdr[19] = (uint8_t)HOMA_RAW_URGENT;
     homa_addr src;
-    source_for(s, &p->dst, &src);
-    uint16_t ck = homa_raw_checksum(&src, &p->dst, t->hdr, p->hdr_len, p->payload, p->payload_len);
+    source_for(s, dst, &src);
+    uint16_t ck = homa_raw_checksum(&src, dst, t->hdr, hdr_len, payload, payload_len);
     t->hdr[16] = (uint8_t)(ck >> 8);
     t->hdr[17] = (uint8_t)ck;
     t->iov[0].iov_base = t->hdr;
-    t->iov[0].iov_len = p->hdr_len;
-    t->iov[1].iov_base = (void *)p->payload;
-    t->iov[1].iov_len = p->payload_len;
+    t->iov[0].iov_len = hdr_len;
+    t->iov[1].iov_base = (void *)payload;
+    t->iov[1].iov_len = payload_len;
 
     memset(&t->sa, 0, sizeof(t->sa));
     if (v4) {
         t->sa.v4.sin_family = AF_INET;
-        memcpy(&t->sa.v4.sin_addr, p->dst.bytes + 12, 4);
+        memcpy(&t->sa.v4.sin_addr, dst->bytes + 12, 4);
         mh->msg_namelen = sizeof(t->sa.v4);
     } else {
         t->sa.v6.sin6_family = AF_INET6;
-        memcpy(&t->sa.v6.sin6_addr, p->dst.bytes, 16);
+        memcpy(&t->sa.v6.sin6_addr, dst->bytes, 16);
         mh->msg_namelen = sizeof(t->sa.v6);
     }
     mh->msg_name = &t->sa;
     mh->msg_iov = t->iov;
-    mh->msg_iovlen = p->payload_len ? 2 : 1;
+    mh->msg_iovlen = payload_len ? 2 : 1;
     memset(t->ctrl.buf, 0, sizeof(t->ctrl.buf));
     mh->msg_control = t->ctrl.buf;
     mh->msg_controllen = CMSG_SPACE(sizeof(int));
     struct cmsghdr *c = CMSG_FIRSTHDR(mh);
-    /* The kernel's mapping (priority_map at its default): tos = prio << 5. */
-    int tos = (p->priority & 7) << 5;
+    int tos_int = tos;
     c->cmsg_level = v4 ? IPPROTO_IP : IPPROTO_IPV6;
     c->cmsg_type = v4 ? IP_TOS : IPV6_TCLASS;
     c->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(c), &tos, sizeof(tos));
+    memcpy(CMSG_DATA(c), &tos_int, sizeof(tos_int));
     (*np)++;
 
     if (s->pcap != NULL) {
-        homa_pcap_write_ip(s->pcap, &src, &p->dst, (uint8_t)tos, t->hdr, p->hdr_len, p->payload,
-                           p->payload_len);
+        homa_pcap_write_ip(s->pcap, &src, dst, tos, t->hdr, hdr_len, payload, payload_len);
         CTR_ADD(s, pcap_records, 1);
     }
+}
+
+/* Sends both batches, then frees the held copies they referenced. */
+static void tx_flush_all(homa_io_sock *s)
+{
+    if (s->n4) tx_flush(s, s->fd4, s->tx4, s->slot4, &s->n4);
+    if (s->n6) tx_flush(s, s->fd6, s->tx6, s->slot6, &s->n6);
+    homa_faultq_reclaim(&s->txq);
+}
+
+/* A copy released by the send queue joins its batch (homa_faultq_emit_fn);
+ * the copy stays until tx_flush_all. */
+static void tx_emit_held(void *ctx, const homa_faultq_pkt *h)
+{
+    homa_io_sock *s = ctx;
+    tx_emit(s, &h->addr, h->tos, h->data, h->hdr_len, h->data + h->hdr_len, h->len - h->hdr_len);
+}
+
+/* Emits reordered packets (after a packet that passed) and delayed ones
+ * that are due. */
+static void tx_release(homa_io_sock *s, uint64_t now, int after_pass)
+{
+    homa_faultq_release(&s->txq, now, after_pass, tx_emit_held, s);
 }
 
 static int raw_send(homa_io_sock *s, uint64_t now, const homa_pkt_out *pkts, int n)
 {
     for (int i = 0; i < n; i++) {
         const homa_pkt_out *p = &pkts[i];
-        int act = HOMA_FAULT_PASS;
-        if (s->txf.active) {
-            /* Classification needs header and payload start together. */
-            uint8_t hb[HOMA_DATA_HDR_LEN];
-            size_t hl = p->hdr_len < sizeof(hb) ? p->hdr_len : sizeof(hb);
-            memcpy(hb, p->hdr, hl);
-            size_t more = sizeof(hb) - hl;
-            if (more > p->payload_len) more = p->payload_len;
-            if (more) memcpy(hb + hl, p->payload, more);
-            uint64_t hold = 0;
-            uint32_t wait = 1;
-            act = homa_fault_decide(&s->txf, now, hb, (size_t)p->hdr_len + p->payload_len, &hold,
-                                    &wait);
-        }
-        /* This driver loses and duplicates; delay and reorder (which need
-         * copies held back) are the UDP driver's. */
+        /* The kernel's mapping (priority_map at its default): tos = prio << 5. */
+        uint8_t tos = (uint8_t)((p->priority & 7) << 5);
+        uint64_t hold = 0;
+        uint32_t wait = 1;
+        int act = homa_io_fault_decide_out(&s->txf, now, p, &hold, &wait);
         if (act == HOMA_FAULT_DROP) {
             CTR_ADD(s, fault_drops, 1);
+            if (p->type == HOMA_PKT_DATA) CTR_ADD(s, fault_drop_bytes, p->payload_len);
             continue;
         }
-        tx_emit(s, p);
+        /* A reordered packet that not enough later packets overtake still
+         * leaves after delay_us.  When the queue is full, it goes now. */
+        if ((act == HOMA_FAULT_DELAY || act == HOMA_FAULT_REORDER) &&
+            homa_faultq_hold(&s->txq, now + hold, act == HOMA_FAULT_REORDER ? wait : 0, &p->dst,
+                             p->dport, tos, p->hdr, p->hdr_len, p->payload, p->payload_len) == 0) {
+            CTR_ADD(s, fault_delays, act == HOMA_FAULT_DELAY);
+            CTR_ADD(s, fault_reorders, act == HOMA_FAULT_REORDER);
+            continue;
+        }
+        tx_emit(s, &p->dst, tos, p->hdr, p->hdr_len, p->payload, p->payload_len);
         if (act == HOMA_FAULT_DUP) {
             CTR_ADD(s, fault_dups, 1);
-            tx_emit(s, p);
+            tx_emit(s, &p->dst, tos, p->hdr, p->hdr_len, p->payload, p->payload_len);
         }
+        if (homa_faultq_count(&s->txq) > 0) tx_release(s, now, 1);
     }
-    if (s->n4) tx_flush(s, s->fd4, s->tx4, s->slot4, &s->n4);
-    if (s->n6) tx_flush(s, s->fd6, s->tx6, s->slot6, &s->n6);
+    if (homa_faultq_count(&s->txq) > 0) tx_release(s, now, 0);
+    tx_flush_all(s);
     return n;
 }
 
 static void raw_flush(homa_io_sock *s, uint64_t now)
 {
-    (void)s;
-    (void)now;
+    if (homa_faultq_count(&s->txq) == 0) return;
+    tx_release(s, now, 0);
+    tx_flush_all(s);
 }
 
 /* ---------------------------------------------------------------- receive */
 
-static int is_garbage(const uint8_t *d, size_t len)
+static void rx_push(homa_io_sock *s, const homa_addr *src, uint16_t sport, uint8_t tos,
+                    const uint8_t *d, uint32_t len)
 {
-    if (len < HOMA_COMMON_HDR_LEN) return 1;
-    size_t need = homa_wire_hdr_len(d[11]);
-    return need == 0 || len < need;
-}
-
-static homa_io_rx *rx_slot(homa_io_sock *s)
-{
-    if (s->rx_out_n >= RX_OUT_CAP) return NULL;
+    if (s->rx_out_n >= RX_OUT_CAP) {
+        CTR_ADD(s, garbage_in, 1); /* cannot happen: RX_OUT_CAP covers a refill */
+        return;
+    }
     homa_io_rx *r = &s->rx_out[s->rx_out_n++];
     memset(r, 0, sizeof(*r));
-    return r;
+    r->src = *src;
+    r->sport = sport;
+    r->tos = tos;
+    r->len = len;
+    r->data = d;
+}
+
+/* A copy released by the receive queue (homa_faultq_emit_fn); it stays
+ * valid until the next refill. */
+static void rx_push_held(void *ctx, const homa_faultq_pkt *h)
+{
+    rx_push(ctx, &h->addr, h->port, h->tos, h->data, h->len);
+}
+
+static void rx_release(homa_io_sock *s, uint64_t now, int after_pass)
+{
+    homa_faultq_release(&s->rxq, now, after_pass, rx_push_held, s);
 }
 
 static void rx_packet(homa_io_sock *s, uint64_t now, const homa_addr *src, const homa_addr *dst,
@@ -650,7 +674,8 @@ static void rx_packet(homa_io_sock *s, uint64_t now, const homa_addr *src, const
         homa_pcap_write_ip(s->pcap, src, dst, tos, d, len, NULL, 0);
         CTR_ADD(s, pcap_records, 1);
     }
-    if (is_garbage(d, len)) {
+    /* Stray traffic on the port is counted here, never seen by the engine. */
+    if (homa_io_is_garbage(d, len)) {
         CTR_ADD(s, garbage_in, 1);
         return;
     }
@@ -659,39 +684,23 @@ static void rx_packet(homa_io_sock *s, uint64_t now, const homa_addr *src, const
     int act = homa_fault_decide(&s->rxf, now, d, len, &hold, &wait);
     if (act == HOMA_FAULT_DROP) {
         CTR_ADD(s, fault_drops, 1);
+        if (d[11] == HOMA_PKT_DATA) CTR_ADD(s, fault_drop_bytes, len - HOMA_DATA_HDR_LEN);
         return;
     }
-    for (int k = 0; k < (act == HOMA_FAULT_DUP ? 2 : 1); k++) {
-        homa_io_rx *r = rx_slot(s);
-        if (r == NULL) return;
-        r->src = *src;
-        r->sport = (uint16_t)(d[0] << 8 | d[1]);
-        r->tos = tos;
-        r->len = len;
-        r->data = d;
+    uint16_t sport = (uint16_t)(d[0] << 8 | d[1]);
+    if ((act == HOMA_FAULT_DELAY || act == HOMA_FAULT_REORDER) &&
+        homa_faultq_hold(&s->rxq, now + hold, act == HOMA_FAULT_REORDER ? wait : 0, src, sport, tos,
+                         d, len, NULL, 0) == 0) {
+        CTR_ADD(s, fault_delays, act == HOMA_FAULT_DELAY);
+        CTR_ADD(s, fault_reorders, act == HOMA_FAULT_REORDER);
+        return;
     }
-    if (act == HOMA_FAULT_DUP) CTR_ADD(s, fault_dups, 1);
-}
-
-int homa_raw_icmp_unreach(int v4, uint8_t type, uint8_t code, const uint8_t *payload, size_t plen,
-                          uint16_t *port)
-{
-    *port = 0;
-    if (v4) {
-        if (type != ICMP_DEST_UNREACH) return 0;
-        /* Fragmentation needed is path MTU discovery, not a dead peer. */
-        if (code == ICMP_FRAG_NEEDED) return 0;
-        if (code == ICMP_PORT_UNREACH && plen >= 4)
-            *port = (uint16_t)(payload[2] << 8 | payload[3]);
-        return 1;
+    rx_push(s, src, sport, tos, d, len);
+    if (act == HOMA_FAULT_DUP) {
+        CTR_ADD(s, fault_dups, 1);
+        rx_push(s, src, sport, tos, d, len);
     }
-    if (type == ICMP6_DST_UNREACH) {
-        if (code == ICMP6_DST_UNREACH_NOPORT && plen >= 4)
-            *port = (uint16_t)(payload[2] << 8 | payload[3]);
-        return 1;
-    }
-    /* Unknown next header: the host has no protocol 146. */
-    return type == ICMP6_PARAM_PROB && code == ICMP6_PARAMPROB_NEXTHEADER;
+    if (homa_faultq_count(&s->rxq) > 0) rx_release(s, now, 1);
 }
 
 /* Reads the socket's error queue: each ICMP unreachable becomes an entry
@@ -704,44 +713,6 @@ static void rx_errqueue(homa_io_sock *s, int fd, int v4)
     s->rx_out_n += n;
     CTR_ADD(s, recv_syscalls, reads);
     CTR_ADD(s, icmp_unreach, n);
-}
-
-int homa_raw_parse_errqueue(const struct msghdr *mh, const uint8_t *payload, size_t plen, int v4,
-                            homa_io_rx *out)
-{
-    memset(out, 0, sizeof(*out));
-    const struct sock_extended_err *ee = NULL;
-    struct sock_extended_err tmp;
-    for (struct cmsghdr *c = CMSG_FIRSTHDR((struct msghdr *)mh); c != NULL;
-         c = CMSG_NXTHDR((struct msghdr *)mh, c)) {
-        if ((c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_RECVERR) ||
-            (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_RECVERR)) {
-            if (c->cmsg_len < CMSG_LEN(sizeof(tmp))) continue;
-            memcpy(&tmp, CMSG_DATA(c), sizeof(tmp));
-            ee = &tmp;
-        }
-    }
-    if (ee == NULL) return -1;
-    int icmp4 = ee->ee_origin == SO_EE_ORIGIN_ICMP;
-    if (!icmp4 && ee->ee_origin != SO_EE_ORIGIN_ICMP6) return -1;
-    uint16_t port;
-    if (!homa_raw_icmp_unreach(icmp4, ee->ee_type, ee->ee_code, payload, plen, &port)) return -1;
-    /* msg_name is the destination of the packet that bounced. */
-    const struct sockaddr *sa = mh->msg_name;
-    if (sa == NULL) return -1;
-    if (sa->sa_family == AF_INET && mh->msg_namelen >= sizeof(struct sockaddr_in)) {
-        const struct sockaddr_in *a = mh->msg_name;
-        addr_from_v4(&out->src, &a->sin_addr);
-    } else if (sa->sa_family == AF_INET6 && mh->msg_namelen >= sizeof(struct sockaddr_in6)) {
-        const struct sockaddr_in6 *a = mh->msg_name;
-        memcpy(out->src.bytes, &a->sin6_addr, 16);
-    } else {
-        return -1;
-    }
-    (void)v4;
-    out->unreach = 1;
-    out->sport = port;
-    return 0;
 }
 
 static void rx_read(homa_io_sock *s, uint64_t now, int v4)
@@ -811,6 +782,7 @@ static void rx_read(homa_io_sock *s, uint64_t now, int v4)
 static int raw_recv(homa_io_sock *s, uint64_t now, homa_io_rx *out, int max)
 {
     if (s->rx_out_pos >= s->rx_out_n) {
+        homa_faultq_reclaim(&s->rxq);
         s->rx_out_n = 0;
         s->rx_out_pos = 0;
         if (__atomic_exchange_n(&s->err_pending, 0, __ATOMIC_RELAXED)) {
@@ -820,6 +792,7 @@ static int raw_recv(homa_io_sock *s, uint64_t now, homa_io_rx *out, int max)
         s->turn ^= 1;
         rx_read(s, now, s->turn);
         rx_read(s, now, !s->turn);
+        if (homa_faultq_count(&s->rxq) > 0) rx_release(s, now, 0);
         /* A pending error made a read fail: report it in this round. */
         if (__atomic_exchange_n(&s->err_pending, 0, __ATOMIC_RELAXED)) {
             if (s->fd4 >= 0) rx_errqueue(s, s->fd4, 1);
@@ -837,15 +810,14 @@ static int raw_recv(homa_io_sock *s, uint64_t now, homa_io_rx *out, int max)
 
 static uint64_t raw_next_deadline(const homa_io_sock *s)
 {
-    (void)s;
-    return UINT64_MAX;
+    uint64_t a = homa_faultq_next_deadline(&s->txq);
+    uint64_t b = homa_faultq_next_deadline(&s->rxq);
+    return a < b ? a : b;
 }
 
 static void raw_counters(const homa_io_sock *s, homa_driver_counters *sum)
 {
-#define HOMA_ADD_CTR(name, desc) sum->name += __atomic_load_n(&s->ctr.name, __ATOMIC_RELAXED);
-    HOMA_DRIVER_COUNTER_LIST(HOMA_ADD_CTR)
-#undef HOMA_ADD_CTR
+    homa_io_counters_add(&s->ctr, sum);
 }
 
 int homa_raw_supported(void)

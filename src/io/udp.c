@@ -7,7 +7,10 @@
  * probed at run time and quietly switched off when the kernel refuses them.
  *
  * Fault injection and packet capture sit here, below the engine, so they
- * see exactly what crosses the wire. */
+ * see exactly what crosses the wire.  What the raw driver (raw.c) does the
+ * same way is shared with it: the address helpers, buffer sizing and the
+ * garbage filter (common.c), the error-queue reader (errqueue.c) and the
+ * queue of packets that delay and reorder faults hold back (faultq.c). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -20,7 +23,9 @@
 #include <unistd.h>
 
 #include "core/wire.h"
+#include "io/common.h"
 #include "io/errqueue.h"
+#include "io/faultq.h"
 #include "io/io.h"
 
 #ifndef UDP_SEGMENT
@@ -53,20 +58,7 @@ _Static_assert(HOMA_IO_PLACED_HDR == HOMA_DATA_HDR_LEN, "placed packets carry th
 #define DIRECT_IDLE 8
 #define ENOTSUPP_KERNEL 524 /* what the kernel returns when the device can't do GSO */
 
-#define CTR_ADD(s, field, n) __atomic_fetch_add(&(s)->ctr.field, (uint64_t)(n), __ATOMIC_RELAXED)
-
-/* A packet copied aside by fault injection (delay, reorder). */
-struct held {
-    struct held *next;
-    uint64_t due;
-    int reorder;   /* released after `wait` more packets have passed */
-    uint32_t wait; /* reorder: packets still to pass before this one */
-    homa_addr addr;
-    uint16_t port;
-    uint8_t tos;
-    uint32_t len;
-    uint8_t data[];
-};
+#define CTR_ADD(s, field, n) HOMA_IO_CTR_ADD(&(s)->ctr, field, n)
 
 /* Bookkeeping for one datagram (possibly a GSO run) being assembled. */
 struct tx_meta {
@@ -102,10 +94,9 @@ struct homa_io_sock {
     struct iovec tx_iov[TX_IOV_CAP];
     int tx_n;
     int tx_iov_n;
-    struct held *tx_held; /* delayed or reordered, not yet sent */
-    int tx_held_n;
-    struct held *tx_inflight; /* copies referenced by the batch being built */
-    uint64_t tx_due;          /* earliest due time in tx_held (atomic) */
+    /* Delayed or reordered, not yet sent; its released copies are
+     * referenced by the batch being built until it is flushed. */
+    homa_faultq txq;
 
     /* Receive side (one receiver at a time). */
     homa_fault_state rxf;
@@ -120,10 +111,7 @@ struct homa_io_sock {
     homa_io_rx *rx_out;
     int rx_out_n;
     int rx_out_pos;
-    struct held *rx_held;
-    int rx_held_n;
-    struct held *rx_done;   /* released copies, freed at the next refill */
-    uint64_t rx_due;        /* earliest due time in rx_held (atomic) */
+    homa_faultq rxq;        /* released copies are freed at the next refill */
     homa_io_place_fn place; /* direct receive; NULL = off */
     void *place_ctx;
     int err_pending; /* an ICMP error was reported: read the error queue (atomic) */
@@ -191,27 +179,6 @@ int homa_udp_uses_gro(const homa_io_sock *s)
     return s->gro;
 }
 
-static int addr_is_v4(const homa_addr *a)
-{
-    static const uint8_t prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-    return memcmp(a->bytes, prefix, 12) == 0;
-}
-
-static int addr_is_zero(const homa_addr *a)
-{
-    static const homa_addr zero;
-    return memcmp(a, &zero, sizeof(zero)) == 0;
-}
-
-static void set_buf(int fd, int force_opt, int opt, uint32_t size)
-{
-    int v = (int)size;
-    /* As root the FORCE variant ignores net.core.[rw]mem_max, which is far
-     * too small (about 200 KB) for Homa's bursts of unscheduled data. */
-    if (setsockopt(fd, SOL_SOCKET, force_opt, &v, sizeof(v)) != 0)
-        setsockopt(fd, SOL_SOCKET, opt, &v, sizeof(v));
-}
-
 static int udp_open(const homa_endpoint *local, const homa_io_opts *opts, homa_io_sock **out)
 {
     homa_io_sock *s = calloc(1, sizeof(*s));
@@ -224,8 +191,8 @@ static int udp_open(const homa_endpoint *local, const homa_io_opts *opts, homa_i
         free(s);
         return HOMA_ERR_NOMEM;
     }
-    s->tx_due = UINT64_MAX;
-    s->rx_due = UINT64_MAX;
+    homa_faultq_init(&s->txq, HOLD_MAX, 0);
+    homa_faultq_init(&s->rxq, HOLD_MAX, 0);
     s->fd = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (s->fd < 0) goto io_err;
     int off = 0, on = 1;
@@ -250,10 +217,9 @@ static int udp_open(const homa_endpoint *local, const homa_io_opts *opts, homa_i
     if (getsockname(s->fd, (struct sockaddr *)&sa, &slen) != 0) goto io_err;
     s->local.port = ntohs(sa.sin6_port);
     s->local.addr = local->addr;
-    s->wildcard = addr_is_zero(&local->addr);
+    s->wildcard = homa_io_addr_is_zero(&local->addr);
 
-    set_buf(s->fd, SO_RCVBUFFORCE, SO_RCVBUF, opts && opts->rcvbuf ? opts->rcvbuf : 16u << 20);
-    set_buf(s->fd, SO_SNDBUFFORCE, SO_SNDBUF, opts && opts->sndbuf ? opts->sndbuf : 4u << 20);
+    homa_io_set_bufs(s->fd, opts);
     /* Received TOS is only needed for captures and tests, but asking for it
      * always costs one small cmsg and keeps the code path uniform. */
     setsockopt(s->fd, IPPROTO_IP, IP_RECVTOS, &on, sizeof(on));
@@ -282,9 +248,7 @@ static int udp_open(const homa_endpoint *local, const homa_io_opts *opts, homa_i
     uint64_t salt = opts ? opts->fault_salt : 0;
     /* The runtime's clock is CLOCK_MONOTONIC too: blackout windows count
      * from the moment the socket opened. */
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    uint64_t opened = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    uint64_t opened = homa_io_monotonic_ns();
     homa_fault_init(&s->txf, f, HOMA_FAULT_TX, salt, opened);
     homa_fault_init(&s->rxf, f, HOMA_FAULT_RX, salt, opened);
     /* Fault injection on receive holds and duplicates packets in driver
@@ -343,23 +307,12 @@ static void udp_set_faults(homa_io_sock *s, const homa_faults *f, uint64_t now)
     pthread_mutex_unlock(&s->fault_lock);
 }
 
-static void free_list(struct held *h)
-{
-    while (h != NULL) {
-        struct held *n = h->next;
-        free(h);
-        h = n;
-    }
-}
-
 static void udp_close(homa_io_sock *s)
 {
     if (s == NULL) return;
     close(s->fd);
-    free_list(s->tx_held);
-    free_list(s->tx_inflight);
-    free_list(s->rx_held);
-    free_list(s->rx_done);
+    homa_faultq_free(&s->txq);
+    homa_faultq_free(&s->rxq);
     free(s->rx_buf);
     free(s->rx_out);
     pthread_mutex_destroy(&s->fault_lock);
@@ -374,29 +327,6 @@ static int udp_fd(const homa_io_sock *s)
 static void udp_local(const homa_io_sock *s, homa_endpoint *out)
 {
     *out = s->local;
-}
-
-static struct held *hold_copy(const homa_addr *addr, uint16_t port, uint8_t tos, const uint8_t *a,
-                              size_t alen, const uint8_t *b, size_t blen)
-{
-    struct held *h = malloc(sizeof(*h) + alen + blen);
-    if (h == NULL) return NULL;
-    h->next = NULL;
-    h->addr = *addr;
-    h->port = port;
-    h->tos = tos;
-    h->len = (uint32_t)(alen + blen);
-    memcpy(h->data, a, alen);
-    if (blen > 0) memcpy(h->data + alen, b, blen);
-    return h;
-}
-
-static uint64_t list_min_due(const struct held *h)
-{
-    uint64_t m = UINT64_MAX;
-    for (; h != NULL; h = h->next)
-        if (h->due < m) m = h->due;
-    return m;
 }
 
 /* ---------------------------------------------------------------- send */
@@ -457,7 +387,7 @@ static void tx_finish_meta(struct tx_meta *m, struct mmsghdr *mm, struct iovec *
     /* An IPv4-mapped destination goes through the kernel's IPv4 path, which
      * only honours IP_TOS; a real IPv6 one only IPV6_TCLASS. */
     int tos = m->tos;
-    if (addr_is_v4(&m->addr)) {
+    if (homa_io_addr_is_v4(&m->addr)) {
         c->cmsg_level = IPPROTO_IP;
         c->cmsg_type = IP_TOS;
     } else {
@@ -517,8 +447,7 @@ static void tx_flush_batch(homa_io_sock *s)
     }
     s->tx_n = 0;
     s->tx_iov_n = 0;
-    free_list(s->tx_inflight);
-    s->tx_inflight = NULL;
+    homa_faultq_reclaim(&s->txq); /* the released copies it referenced */
 }
 
 /* Adds one packet (a + b) to the batch, extending the previous datagram's
@@ -568,43 +497,23 @@ static void tx_emit(homa_io_sock *s, const homa_addr *addr, uint16_t port, uint8
     m->bytes += len;
 }
 
-/* Held packets leave oldest first when released together, so a reordered
- * packet is overtaken only by the packets that passed, not by younger
- * held ones. */
-static void hold_append(struct held **list, struct held *h)
+/* A copy released by the send queue joins the batch (homa_faultq_emit_fn). */
+static void tx_emit_held(void *ctx, const homa_faultq_pkt *h)
 {
-    while (*list != NULL)
-        list = &(*list)->next;
-    h->next = NULL;
-    *list = h;
-}
-
-static void tx_emit_held(homa_io_sock *s, struct held *h)
-{
-    /* The copy must outlive the batch that references it, so make room
-     * first: a flush inside tx_emit would free it with the older copies. */
+    homa_io_sock *s = ctx;
+    /* The copy must outlive the batch that references it: the queue puts
+     * it among the released copies only after this returns, so a flush
+     * here (making room, as tx_emit would) reclaims only the older copies,
+     * which the flushed batch referenced; this one goes with the next. */
     if (s->tx_n == TX_BATCH || s->tx_iov_n + 2 > TX_IOV_CAP) tx_flush_batch(s);
-    h->next = s->tx_inflight;
-    s->tx_inflight = h;
     tx_emit(s, &h->addr, h->port, h->tos, h->data, h->len, NULL, 0, 0);
 }
 
-/* Emits reordered packets (after a packet that passed) and, if now is not
- * 0, delayed ones that are due. */
+/* Emits reordered packets (after a packet that passed) and delayed ones
+ * that are due. */
 static void tx_release(homa_io_sock *s, uint64_t now, int after_pass)
 {
-    struct held **pp = &s->tx_held;
-    while (*pp != NULL) {
-        struct held *h = *pp;
-        if ((after_pass && h->reorder && --h->wait == 0) || h->due <= now) {
-            *pp = h->next;
-            s->tx_held_n--;
-            tx_emit_held(s, h);
-        } else {
-            pp = &h->next;
-        }
-    }
-    __atomic_store_n(&s->tx_due, list_min_due(s->tx_held), __ATOMIC_RELAXED);
+    homa_faultq_release(&s->txq, now, after_pass, tx_emit_held, s);
 }
 
 static int udp_send(homa_io_sock *s, uint64_t now, const homa_pkt_out *pkts, int n)
@@ -616,44 +525,20 @@ static int udp_send(homa_io_sock *s, uint64_t now, const homa_pkt_out *pkts, int
         uint8_t tos = (uint8_t)((p->priority & 7) << 5);
         uint64_t hold = 0;
         uint32_t wait = 1;
-        int act = HOMA_FAULT_PASS;
-        if (s->txf.active) {
-            /* The classifier wants the header and the packet length in one
-             * buffer; engine DATA headers are whole, but never assume. */
-            uint8_t hb[HOMA_DATA_HDR_LEN];
-            const uint8_t *hp = p->hdr;
-            size_t total = (size_t)p->hdr_len + p->payload_len;
-            if (p->hdr_len < sizeof(hb) && p->payload_len > 0) {
-                size_t more = sizeof(hb) - p->hdr_len;
-                if (more > p->payload_len) more = p->payload_len;
-                memcpy(hb, p->hdr, p->hdr_len);
-                memcpy(hb + p->hdr_len, p->payload, more);
-                hp = hb;
-                total = p->hdr_len + more;
-            }
-            act = homa_fault_decide(&s->txf, now, hp, total, &hold, &wait);
-        }
+        int act = homa_io_fault_decide_out(&s->txf, now, p, &hold, &wait);
         if (act == HOMA_FAULT_DROP) {
             CTR_ADD(s, fault_drops, 1);
             if (p->type == HOMA_PKT_DATA) CTR_ADD(s, fault_drop_bytes, p->payload_len);
             continue;
         }
-        if ((act == HOMA_FAULT_DELAY || act == HOMA_FAULT_REORDER) && s->tx_held_n < HOLD_MAX) {
-            struct held *h =
-                hold_copy(&p->dst, p->dport, tos, p->hdr, p->hdr_len, p->payload, p->payload_len);
-            if (h != NULL) {
-                h->reorder = act == HOMA_FAULT_REORDER;
-                h->wait = wait;
-                /* A reordered packet that not enough later packets
-                 * overtake still leaves after delay_us. */
-                h->due = now + hold;
-                hold_append(&s->tx_held, h);
-                s->tx_held_n++;
-                CTR_ADD(s, fault_delays, act == HOMA_FAULT_DELAY);
-                CTR_ADD(s, fault_reorders, act == HOMA_FAULT_REORDER);
-                __atomic_store_n(&s->tx_due, list_min_due(s->tx_held), __ATOMIC_RELAXED);
-                continue;
-            }
+        /* A reordered packet that not enough later packets overtake still
+         * leaves after delay_us.  When the queue is full, it goes now. */
+        if ((act == HOMA_FAULT_DELAY || act == HOMA_FAULT_REORDER) &&
+            homa_faultq_hold(&s->txq, now + hold, act == HOMA_FAULT_REORDER ? wait : 0, &p->dst,
+                             p->dport, tos, p->hdr, p->hdr_len, p->payload, p->payload_len) == 0) {
+            CTR_ADD(s, fault_delays, act == HOMA_FAULT_DELAY);
+            CTR_ADD(s, fault_reorders, act == HOMA_FAULT_REORDER);
+            continue;
         }
         int gso_ok = p->type == HOMA_PKT_DATA;
         tx_emit(s, &p->dst, p->dport, tos, p->hdr, p->hdr_len, p->payload, p->payload_len, gso_ok);
@@ -662,34 +547,21 @@ static int udp_send(homa_io_sock *s, uint64_t now, const homa_pkt_out *pkts, int
             tx_emit(s, &p->dst, p->dport, tos, p->hdr, p->hdr_len, p->payload, p->payload_len,
                     gso_ok);
         }
-        if (s->tx_held != NULL) tx_release(s, now, 1);
+        if (homa_faultq_count(&s->txq) > 0) tx_release(s, now, 1);
     }
-    if (s->tx_held != NULL) tx_release(s, now, 0);
+    if (homa_faultq_count(&s->txq) > 0) tx_release(s, now, 0);
     if (s->tx_n > 0) tx_flush_batch(s);
     return n;
 }
 
 static void udp_flush(homa_io_sock *s, uint64_t now)
 {
-    if (s->tx_held == NULL) return;
+    if (homa_faultq_count(&s->txq) == 0) return;
     tx_release(s, now, 0);
     if (s->tx_n > 0) tx_flush_batch(s);
 }
 
 /* ---------------------------------------------------------------- receive */
-
-/* Structural check done before the engine sees a datagram, so that stray
- * traffic on the port is counted as garbage by the driver. */
-static int is_garbage(const uint8_t *d, size_t len)
-{
-    if (len < HOMA_COMMON_HDR_LEN) return 1;
-    uint8_t type = d[11];
-    if (type < HOMA_PKT_TYPE_MIN || type > HOMA_PKT_TYPE_MAX) return 1;
-    static const uint8_t min_len[HOMA_PKT_TYPE_COUNT] = {
-        HOMA_DATA_HDR_LEN, HOMA_GRANT_LEN,  HOMA_RESEND_LEN,   HOMA_RPC_UNKNOWN_LEN, HOMA_BUSY_LEN,
-        HOMA_CUTOFFS_LEN,  HOMA_FREEZE_LEN, HOMA_NEED_ACK_LEN, HOMA_ACK_LEN};
-    return len < min_len[type - HOMA_PKT_TYPE_MIN];
-}
 
 static void rx_push(homa_io_sock *s, const homa_addr *src, uint16_t sport, uint8_t tos,
                     const uint8_t *d, uint32_t len, uint64_t arrived)
@@ -709,27 +581,17 @@ static void rx_push(homa_io_sock *s, const homa_addr *src, uint16_t sport, uint8
     r->arrived = arrived;
 }
 
-static void rx_push_held(homa_io_sock *s, struct held *h)
+/* A copy released by the receive queue (homa_faultq_emit_fn); it stays
+ * valid until the next refill. */
+static void rx_push_held(void *ctx, const homa_faultq_pkt *h)
 {
-    h->next = s->rx_done;
-    s->rx_done = h;
+    homa_io_sock *s = ctx;
     rx_push(s, &h->addr, h->port, h->tos, h->data, h->len, 0); /* arrives now */
 }
 
 static void rx_release(homa_io_sock *s, uint64_t now, int after_pass)
 {
-    struct held **pp = &s->rx_held;
-    while (*pp != NULL) {
-        struct held *h = *pp;
-        if ((after_pass && h->reorder && --h->wait == 0) || h->due <= now) {
-            *pp = h->next;
-            s->rx_held_n--;
-            rx_push_held(s, h);
-        } else {
-            pp = &h->next;
-        }
-    }
-    __atomic_store_n(&s->rx_due, list_min_due(s->rx_held), __ATOMIC_RELAXED);
+    homa_faultq_release(&s->rxq, now, after_pass, rx_push_held, s);
 }
 
 static void rx_segment(homa_io_sock *s, uint64_t now, const homa_addr *src, uint16_t sport,
@@ -741,7 +603,8 @@ static void rx_segment(homa_io_sock *s, uint64_t now, const homa_addr *src, uint
         homa_pcap_write(s->pcap, src, sport, dst, s->local.port, tos, d, len, NULL, 0);
         CTR_ADD(s, pcap_records, 1);
     }
-    if (is_garbage(d, len)) {
+    /* Stray traffic on the port is counted here, never seen by the engine. */
+    if (homa_io_is_garbage(d, len)) {
         CTR_ADD(s, garbage_in, 1);
         return;
     }
@@ -753,26 +616,19 @@ static void rx_segment(homa_io_sock *s, uint64_t now, const homa_addr *src, uint
         if (d[11] == HOMA_PKT_DATA) CTR_ADD(s, fault_drop_bytes, len - HOMA_DATA_HDR_LEN);
         return;
     }
-    if ((act == HOMA_FAULT_DELAY || act == HOMA_FAULT_REORDER) && s->rx_held_n < HOLD_MAX) {
-        struct held *h = hold_copy(src, sport, tos, d, len, NULL, 0);
-        if (h != NULL) {
-            h->reorder = act == HOMA_FAULT_REORDER;
-            h->wait = wait;
-            h->due = now + hold;
-            hold_append(&s->rx_held, h);
-            s->rx_held_n++;
-            CTR_ADD(s, fault_delays, act == HOMA_FAULT_DELAY);
-            CTR_ADD(s, fault_reorders, act == HOMA_FAULT_REORDER);
-            __atomic_store_n(&s->rx_due, list_min_due(s->rx_held), __ATOMIC_RELAXED);
-            return;
-        }
+    if ((act == HOMA_FAULT_DELAY || act == HOMA_FAULT_REORDER) &&
+        homa_faultq_hold(&s->rxq, now + hold, act == HOMA_FAULT_REORDER ? wait : 0, src, sport, tos,
+                         d, len, NULL, 0) == 0) {
+        CTR_ADD(s, fault_delays, act == HOMA_FAULT_DELAY);
+        CTR_ADD(s, fault_reorders, act == HOMA_FAULT_REORDER);
+        return;
     }
     rx_push(s, src, sport, tos, d, len, s->rx_arrived);
     if (act == HOMA_FAULT_DUP) {
         CTR_ADD(s, fault_dups, 1);
         rx_push(s, src, sport, tos, d, len, s->rx_arrived);
     }
-    if (s->rx_held != NULL) rx_release(s, now, 1);
+    if (homa_faultq_count(&s->rxq) > 0) rx_release(s, now, 1);
 }
 
 static int64_t ts_ns(const struct timespec *t)
@@ -987,8 +843,7 @@ static void rx_refill(homa_io_sock *s, uint64_t now)
     s->rx_clock_off = clock_offset();
     unsigned gen = __atomic_load_n(&s->fault_gen, __ATOMIC_ACQUIRE);
     if (gen != s->rx_fault_gen) fault_pickup(s, HOMA_FAULT_RX, gen);
-    free_list(s->rx_done);
-    s->rx_done = NULL;
+    homa_faultq_reclaim(&s->rxq);
     s->rx_out_n = 0;
     s->rx_out_pos = 0;
     if (s->direct) {
@@ -1004,7 +859,7 @@ static void rx_refill(homa_io_sock *s, uint64_t now)
             rx_datagram(s, now, &s->rx_mm[i].msg_hdr, &s->rx_sa[i], s->rx_iov[i].iov_base,
                         s->rx_mm[i].msg_len);
     }
-    if (s->rx_held != NULL) rx_release(s, now, 0);
+    if (homa_faultq_count(&s->rxq) > 0) rx_release(s, now, 0);
     if (__atomic_exchange_n(&s->err_pending, 0, __ATOMIC_RELAXED)) rx_errqueue(s);
 }
 
@@ -1022,16 +877,14 @@ static int udp_recv(homa_io_sock *s, uint64_t now, homa_io_rx *out, int max)
 
 static uint64_t udp_next_deadline(const homa_io_sock *s)
 {
-    uint64_t a = __atomic_load_n(&s->tx_due, __ATOMIC_RELAXED);
-    uint64_t b = __atomic_load_n(&s->rx_due, __ATOMIC_RELAXED);
+    uint64_t a = homa_faultq_next_deadline(&s->txq);
+    uint64_t b = homa_faultq_next_deadline(&s->rxq);
     return a < b ? a : b;
 }
 
 static void udp_counters(const homa_io_sock *s, homa_driver_counters *sum)
 {
-#define HOMA_ADD_CTR(name, desc) sum->name += __atomic_load_n(&s->ctr.name, __ATOMIC_RELAXED);
-    HOMA_DRIVER_COUNTER_LIST(HOMA_ADD_CTR)
-#undef HOMA_ADD_CTR
+    homa_io_counters_add(&s->ctr, sum);
 }
 
 const homa_io_ops homa_udp_ops = {

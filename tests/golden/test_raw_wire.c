@@ -1,11 +1,9 @@
 /* The raw driver's packet helpers (src/io/raw.c), without sockets: the
- * checksum against a plain byte-by-byte reference, IPv4 header stripping,
- * the ICMP classification and error-queue parsing. */
+ * checksum against a plain byte-by-byte reference and IPv4 header
+ * stripping.  The ICMP classification and error-queue parsing, shared by
+ * both drivers, are tested in tests/unit/test_errqueue.c. */
 #include <arpa/inet.h>
-#include <linux/errqueue.h>
-#include <netinet/icmp6.h>
 #include <netinet/in.h>
-#include <netinet/ip_icmp.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -148,109 +146,11 @@ static void homa_raw_strip_ipv4__validates(void **state)
     assert_int_equal(homa_raw_strip_ipv4(p, 0, &ihl, NULL, NULL, NULL), -1);
 }
 
-static void homa_raw_icmp_unreach__classifies(void **state)
-{
-    (void)state;
-    const uint8_t hdr[4] = {0x80, 0x01, 0x0f, 0xa0}; /* sport 32769, dport 4000 */
-    uint16_t port;
-    assert_int_equal(homa_raw_icmp_unreach(1, ICMP_DEST_UNREACH, ICMP_PROT_UNREACH, hdr, 4, &port),
-                     1);
-    assert_int_equal(port, 0);
-    assert_int_equal(homa_raw_icmp_unreach(1, ICMP_DEST_UNREACH, ICMP_PORT_UNREACH, hdr, 4, &port),
-                     1);
-    assert_int_equal(port, 4000);
-    /* Too little of the bounced packet to name a port: the whole host. */
-    assert_int_equal(homa_raw_icmp_unreach(1, ICMP_DEST_UNREACH, ICMP_PORT_UNREACH, hdr, 3, &port),
-                     1);
-    assert_int_equal(port, 0);
-    assert_int_equal(homa_raw_icmp_unreach(1, ICMP_DEST_UNREACH, ICMP_HOST_UNREACH, hdr, 4, &port),
-                     1);
-    assert_int_equal(homa_raw_icmp_unreach(1, ICMP_DEST_UNREACH, ICMP_FRAG_NEEDED, hdr, 4, &port),
-                     0);
-    assert_int_equal(homa_raw_icmp_unreach(1, ICMP_TIME_EXCEEDED, 0, hdr, 4, &port), 0);
-    assert_int_equal(
-        homa_raw_icmp_unreach(0, ICMP6_DST_UNREACH, ICMP6_DST_UNREACH_NOPORT, hdr, 4, &port), 1);
-    assert_int_equal(port, 4000);
-    assert_int_equal(
-        homa_raw_icmp_unreach(0, ICMP6_PARAM_PROB, ICMP6_PARAMPROB_NEXTHEADER, hdr, 4, &port), 1);
-    assert_int_equal(port, 0);
-    assert_int_equal(homa_raw_icmp_unreach(0, ICMP6_PARAM_PROB, 0, hdr, 4, &port), 0);
-    assert_int_equal(homa_raw_icmp_unreach(0, ICMP6_PACKET_TOO_BIG, 0, hdr, 4, &port), 0);
-}
-
-static void build_err(struct msghdr *mh, void *ctrl, size_t clen, void *name, socklen_t nlen,
-                      uint8_t origin, uint8_t type, uint8_t code, int level, int ctype)
-{
-    memset(mh, 0, sizeof(*mh));
-    mh->msg_name = name;
-    mh->msg_namelen = nlen;
-    mh->msg_control = ctrl;
-    mh->msg_controllen = clen;
-    struct cmsghdr *c = CMSG_FIRSTHDR(mh);
-    c->cmsg_level = level;
-    c->cmsg_type = ctype;
-    c->cmsg_len = CMSG_LEN(sizeof(struct sock_extended_err));
-    struct sock_extended_err ee;
-    memset(&ee, 0, sizeof(ee));
-    ee.ee_origin = origin;
-    ee.ee_type = type;
-    ee.ee_code = code;
-    memcpy(CMSG_DATA(c), &ee, sizeof(ee));
-    mh->msg_controllen = CMSG_SPACE(sizeof(ee));
-}
-
-static void homa_raw_parse_errqueue__reports(void **state)
-{
-    (void)state;
-    union {
-        char b[256];
-        struct cmsghdr align;
-    } ctrl;
-    struct sockaddr_in sa4 = {.sin_family = AF_INET};
-    sa4.sin_addr.s_addr = htonl(0x0a4d0002);
-    const uint8_t hdr[4] = {0x80, 0x01, 0x0f, 0xa0};
-    struct msghdr mh;
-    homa_io_rx rx;
-    build_err(&mh, ctrl.b, sizeof(ctrl.b), &sa4, sizeof(sa4), SO_EE_ORIGIN_ICMP, ICMP_DEST_UNREACH,
-              ICMP_PROT_UNREACH, IPPROTO_IP, IP_RECVERR);
-    assert_int_equal(homa_raw_parse_errqueue(&mh, hdr, 4, 1, &rx), 0);
-    assert_int_equal(rx.unreach, 1);
-    assert_int_equal(rx.sport, 0);
-    assert_int_equal(rx.src.bytes[10], 0xff);
-    assert_int_equal(rx.src.bytes[15], 2);
-    assert_int_equal(rx.len, 0);
-    assert_null(rx.data);
-    /* An IPv4 error on a dual-stack socket: IPv6 level, mapped address. */
-    struct sockaddr_in6 sa6 = {.sin6_family = AF_INET6};
-    sa6.sin6_addr.s6_addr[10] = sa6.sin6_addr.s6_addr[11] = 0xff;
-    sa6.sin6_addr.s6_addr[15] = 9;
-    build_err(&mh, ctrl.b, sizeof(ctrl.b), &sa6, sizeof(sa6), SO_EE_ORIGIN_ICMP, ICMP_DEST_UNREACH,
-              ICMP_PORT_UNREACH, IPPROTO_IPV6, IPV6_RECVERR);
-    assert_int_equal(homa_raw_parse_errqueue(&mh, hdr, 4, 0, &rx), 0);
-    assert_int_equal(rx.sport, 4000);
-    assert_int_equal(rx.src.bytes[15], 9);
-    /* Not unreachable; local errors; no cmsg; no address. */
-    build_err(&mh, ctrl.b, sizeof(ctrl.b), &sa4, sizeof(sa4), SO_EE_ORIGIN_ICMP, ICMP_DEST_UNREACH,
-              ICMP_FRAG_NEEDED, IPPROTO_IP, IP_RECVERR);
-    assert_int_equal(homa_raw_parse_errqueue(&mh, hdr, 4, 1, &rx), -1);
-    build_err(&mh, ctrl.b, sizeof(ctrl.b), &sa4, sizeof(sa4), SO_EE_ORIGIN_LOCAL, 0, 0, IPPROTO_IP,
-              IP_RECVERR);
-    assert_int_equal(homa_raw_parse_errqueue(&mh, hdr, 4, 1, &rx), -1);
-    build_err(&mh, ctrl.b, sizeof(ctrl.b), &sa4, sizeof(sa4), SO_EE_ORIGIN_ICMP, ICMP_DEST_UNREACH,
-              ICMP_PROT_UNREACH, IPPROTO_IP, IP_TOS);
-    assert_int_equal(homa_raw_parse_errqueue(&mh, hdr, 4, 1, &rx), -1);
-    build_err(&mh, ctrl.b, sizeof(ctrl.b), NULL, 0, SO_EE_ORIGIN_ICMP, ICMP_DEST_UNREACH,
-              ICMP_PROT_UNREACH, IPPROTO_IP, IP_RECVERR);
-    assert_int_equal(homa_raw_parse_errqueue(&mh, hdr, 4, 1, &rx), -1);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(homa_raw_checksum__matches_reference),
         cmocka_unit_test(homa_raw_strip_ipv4__validates),
-        cmocka_unit_test(homa_raw_icmp_unreach__classifies),
-        cmocka_unit_test(homa_raw_parse_errqueue__reports),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
