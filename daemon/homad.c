@@ -102,7 +102,7 @@ static struct dsock *by_port[65536]; /* the engine's ports are unique */
 
 /* Ports to read in this pass: those epoll found readable.  (What a command
  * sends to another local socket over loopback never reaches the kernel:
- * the runtime hands it back to the engine, tx_local in src/rt/runtime.c.
+ * the runtime hands it back to the engine, tx_local in src/rt/tx.c.
  * With fault injection or a capture it does go through the kernel, and
  * the next epoll_wait, without sleep since there was work, sees it.) */
 static uint16_t rd_ports[128];
@@ -773,7 +773,7 @@ int main(int argc, char **argv)
         int64_t timeout_ns = 0;
         if (now - last_work >= spin_ns && due > now) {
             /* Going to sleep: tell every process to wake us, then look
-             * once more (see kick() in src/rt/daemon_client.c). */
+             * once more (see kick() in src/rt/homad_client.c). */
             int pending = 0, blocked = 0, handshaking = 0;
             for (struct client *c = clients; c != NULL; c = c->next) {
                 if (!c->ready) {

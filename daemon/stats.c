@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "homad.h"
-#include "rt/daemon_client.h"
+#include "rt/homad_client.h"
 #include "rt/homad_proto.h"
 
 #define HOMAD_PC_NAME(name, desc) #name,

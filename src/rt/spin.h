@@ -1,6 +1,6 @@
 /* The adaptive busy-poll budget of a waiting thread, shared by the
- * embedded runtime (runtime.c) and homad's client library
- * (daemon_client.c).  Spinning only pays when the answer comes while we
+ * embedded runtime (poll.c) and homad's client library
+ * (homad_client.c).  Spinning only pays when the answer comes while we
  * spin; when the thread we wait for needs the CPU we are spinning on (more
  * runnable threads than cores) it only delays the answer by the whole
  * budget.  So every spin that ends in a sleep halves the budget, every

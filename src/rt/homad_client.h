@@ -1,8 +1,9 @@
-/* Client side of homad (docs/homad.md): a runtime whose sockets live in the
- * host's homad.  runtime.c dispatches the public API here when the runtime
- * was created in daemon mode. */
-#ifndef HOMA_DAEMON_CLIENT_H
-#define HOMA_DAEMON_CLIENT_H
+/* The homad client (docs/homad.md): a connection to the host's homad and
+ * the sockets that live there.  The runtime's homad backend (rt.h) is made
+ * of these calls; homad --stats (daemon/stats.c) uses the connection
+ * directly. */
+#ifndef HOMA_RT_HOMAD_CLIENT_H
+#define HOMA_RT_HOMAD_CLIENT_H
 
 #include <homa/homa.h>
 

@@ -1,14 +1,16 @@
-/* Client side of homad (docs/homad.md).  One mutex per connection guards
- * the private ring indexes and the per-socket queues: the app is the single
- * producer of the command ring and the single consumer of the completion
- * ring whatever its number of threads.  Completions are sorted as they are
- * read: a DONE wakes the thread that issued the command (matched by tag), a
- * message goes to its socket's queue, where homa_recv() picks it by flags
- * or id.  A waiting thread spins for busy_poll_us, then one of them (the
- * "reader") sleeps in ppoll on the completion eventfd and the unix socket
- * (whose hang-up says the daemon died), the others on a condition
- * variable. */
-#include "rt/daemon_client.h"
+/* The homad backend (docs/homad.md): a runtime whose sockets live in the
+ * host's homad.  One mutex per connection guards the private ring indexes
+ * and the per-socket queues: the app is the single producer of the command
+ * ring and the single consumer of the completion ring whatever its number
+ * of threads.  Completions are sorted as they are read: a DONE wakes the
+ * thread that issued the command (matched by tag), a message goes to its
+ * socket's ready queue, where homa_recv() picks it by the rule of
+ * src/core/readyq.h (or by id).  A waiting thread runs the one wait loop
+ * (wait.h): it spins for busy_poll_us, then one of the waiting threads
+ * (the "reader") sleeps in ppoll on the completion eventfd and the unix
+ * socket (whose hang-up says the daemon died), the others on a condition
+ * variable.  The backend's operations for the public API are at the end. */
+#include "rt/homad_client.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -23,60 +25,35 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/readyq.h"
 #include "rt/homad_proto.h"
-#include "rt/spin.h"
+#include "rt/rt.h"
 
 #define READER_NAP_NS 200000000ull /* a sleeping reader re-checks this often */
 
-/* A delivered message not yet received.  A socket keeps requests and
- * responses in two FIFOs (doubly linked: taken from anywhere in O(1)); seq
- * orders them for HOMA_RECV_ANY, and a response is also reachable from its
- * id's entry (dc_id), so homa_recv by id, by kind or any never walks. */
+/* A delivered message not yet received, in its socket's ready queue. */
 struct dc_qmsg {
-    struct dc_qmsg *prev, *next;
-    uint64_t seq;
+    struct homa_readyq_node node;
     struct homad_cqe e;
 };
 
-struct dc_queue {
-    struct dc_qmsg *head, *tail;
-};
-
-/* A socket's RPC ids in a chained hash table (power-of-two buckets): a
- * client RPC whose response is not yet received is a bare key, an
- * unanswered request a dc_req (key first).  Lists cost a walk per response
- * or reply, quadratic with thousands of RPCs in flight. */
-struct dc_key {
-    struct dc_key *next;
-    uint64_t id;
-};
-
-struct dc_tab {
-    struct dc_key **b;
-    uint32_t nb, n;
-};
-
-/* A client RPC whose response is not yet received (the ids table). */
+/* A client RPC whose response is not yet received (the socket's ids
+ * table): so that homa_recv by id finds its response, and a response to an
+ * RPC nobody waits for (aborted) is dropped. */
 struct dc_id {
-    struct dc_key k;   /* first */
+    struct homa_hnode hn;
+    uint64_t id;
     struct dc_qmsg *q; /* its response, delivered and queued; NULL before */
-};
-
-struct dc_req {
-    struct dc_key k; /* first: a dc_key * of the request table is a dc_req * */
-    homa_addr peer;
-    uint16_t peer_port;
 };
 
 struct homa_dcsock {
     struct homa_dc *dc;
     uint16_t port;
     int closing;
-    int users;                   /* threads inside a call on this socket */
-    struct dc_queue reqq, respq; /* delivered requests, responses */
-    uint64_t qseq;
-    struct dc_tab ids;  /* client RPCs whose response is not yet received */
-    struct dc_tab reqs; /* unanswered requests (for homa_reply by id), dc_req */
+    int users;               /* threads inside a call on this socket */
+    struct homa_readyq q;    /* delivered messages not yet received */
+    struct homa_htab ids;    /* struct dc_id by id */
+    struct homa_reqtab reqs; /* unanswered requests (for homa_reply by id) */
     struct homa_dcsock *next;
     int efd; /* homa_socket_fd(), -1 until asked for */
 };
@@ -117,12 +94,7 @@ struct homa_dc {
     struct homa_yield yield; /* whether spinning yields (rt/spin.h) */
 };
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+#define now_ns homa_rt_now
 
 static void kick(struct homa_dc *dc)
 {
@@ -158,120 +130,54 @@ static void release_slot(struct homa_dc *dc, uint32_t slot)
     dc->rel[dc->nrel++] = slot;
 }
 
-#define DC_TAB_MIN 16
-
-static int tab_init(struct dc_tab *t)
+static uint64_t id_key(const struct homa_hnode *n)
 {
-    t->nb = DC_TAB_MIN;
-    t->n = 0;
-    t->b = calloc(t->nb, sizeof(*t->b));
-    return t->b != NULL ? 0 : HOMA_ERR_NOMEM;
-}
-
-/* The chain that holds every key with this id. */
-static struct dc_key **tab_chain(const struct dc_tab *t, uint64_t id)
-{
-    id ^= id >> 31;
-    id *= 0x9e3779b97f4a7c15ull;
-    id ^= id >> 29;
-    return &t->b[id & (t->nb - 1)];
-}
-
-static void tab_add(struct dc_tab *t, struct dc_key *k)
-{
-    if (t->n >= t->nb) {
-        /* Double (if memory allows: otherwise the chains get longer). */
-        struct dc_tab nt = {calloc(2 * (size_t)t->nb, sizeof(*t->b)), 2 * t->nb, t->n};
-        if (nt.b != NULL) {
-            for (uint32_t i = 0; i < t->nb; i++) {
-                for (struct dc_key *r = t->b[i], *nx; r != NULL; r = nx) {
-                    nx = r->next;
-                    struct dc_key **c = tab_chain(&nt, r->id);
-                    r->next = *c;
-                    *c = r;
-                }
-            }
-            free(t->b);
-            *t = nt;
-        }
-    }
-    struct dc_key **c = tab_chain(t, k->id);
-    k->next = *c;
-    *c = k;
-    t->n++;
-}
-
-/* Unlinks and frees the key *pp points at. */
-static void tab_unlink(struct dc_tab *t, struct dc_key **pp)
-{
-    struct dc_key *k = *pp;
-    *pp = k->next;
-    free(k);
-    t->n--;
-}
-
-static void tab_destroy(struct dc_tab *t)
-{
-    for (uint32_t i = 0; t->b != NULL && i < t->nb; i++)
-        while (t->b[i] != NULL)
-            tab_unlink(t, &t->b[i]);
-    free(t->b);
-    t->b = NULL;
-}
-
-static struct dc_key **tab_find(const struct dc_tab *t, uint64_t id)
-{
-    struct dc_key **pp = tab_chain(t, id);
-    while (*pp != NULL && (*pp)->id != id)
-        pp = &(*pp)->next;
-    return pp;
+    return homa_mix64(HOMA_CONTAINER(n, struct dc_id, hn)->id);
 }
 
 static struct dc_id *id_find(const struct homa_dcsock *s, uint64_t id)
 {
-    return (struct dc_id *)*tab_find(&s->ids, id);
+    for (struct homa_hnode *n = homa_htab_first(&s->ids, homa_mix64(id)); n; n = n->next) {
+        struct dc_id *d = HOMA_CONTAINER(n, struct dc_id, hn);
+        if (d->id == id) return d;
+    }
+    return NULL;
 }
 
-static void q_push(struct dc_queue *l, struct dc_qmsg *q)
+static void id_add(struct homa_dcsock *s, uint64_t id)
 {
-    q->next = NULL;
-    q->prev = l->tail;
-    if (l->tail != NULL)
-        l->tail->next = q;
-    else
-        l->head = q;
-    l->tail = q;
-}
-
-static void q_unlink(struct dc_queue *l, struct dc_qmsg *q)
-{
-    if (q->prev != NULL)
-        q->prev->next = q->next;
-    else
-        l->head = q->next;
-    if (q->next != NULL)
-        q->next->prev = q->prev;
-    else
-        l->tail = q->prev;
-    q->prev = q->next = NULL;
-}
-
-static struct dc_queue *q_of(struct homa_dcsock *s, const struct dc_qmsg *q)
-{
-    return q->e.is_request ? &s->reqq : &s->respq;
+    struct dc_id *d = malloc(sizeof(*d));
+    if (d == NULL) return;
+    d->id = id;
+    d->q = NULL;
+    homa_htab_grow_if_full(&s->ids, id_key);
+    homa_htab_add(&s->ids, &d->hn, homa_mix64(id));
 }
 
 static int id_remove(struct homa_dcsock *s, uint64_t id)
 {
-    struct dc_key **pp = tab_find(&s->ids, id);
-    if (*pp == NULL) return 0;
-    tab_unlink(&s->ids, pp);
+    struct dc_id *d = id_find(s, id);
+    if (d == NULL) return 0;
+    homa_htab_del(&s->ids, &d->hn, homa_mix64(id));
+    free(d);
     return 1;
 }
 
 static int id_known(const struct homa_dcsock *s, uint64_t id)
 {
-    return *tab_find(&s->ids, id) != NULL;
+    return id_find(s, id) != NULL;
+}
+
+static void ids_destroy(struct homa_dcsock *s)
+{
+    for (size_t i = 0; i < s->ids.nb; i++) {
+        while (s->ids.b[i] != NULL) {
+            struct dc_id *d = HOMA_CONTAINER(s->ids.b[i], struct dc_id, hn);
+            s->ids.b[i] = d->hn.next;
+            free(d);
+        }
+    }
+    homa_htab_destroy(&s->ids);
 }
 
 static struct homa_dcsock *sock_by_port(struct homa_dc *dc, uint16_t port)
@@ -295,14 +201,7 @@ static int drain(struct homa_dc *dc)
                 w->done = 1;
                 /* Known before its response can be sorted (it may be
                  * next in this very batch). */
-                if (w->op == HOMAD_OP_SEND && e.result == 0) {
-                    struct dc_id *d = malloc(sizeof(*d));
-                    if (d != NULL) {
-                        d->k.id = e.id;
-                        d->q = NULL;
-                        tab_add(&w->sock->ids, &d->k);
-                    }
-                }
+                if (w->op == HOMAD_OP_SEND && e.result == 0) id_add(w->sock, e.id);
                 break;
             }
             continue;
@@ -322,8 +221,7 @@ static int drain(struct homa_dc *dc)
             continue;
         }
         q->e = e;
-        q->seq = s->qseq++;
-        q_push(q_of(s, q), q);
+        homa_readyq_push(&s->q, &q->node, e.is_request != 0);
         if (d != NULL && d->q == NULL) d->q = q;
         if (has_slot) dc->rx_owner[e.slot] = s;
     }
@@ -365,81 +263,105 @@ static void cond_wait_until(struct homa_dc *dc, uint64_t until)
     pthread_cond_timedwait(&dc->cond, &dc->lock, &ts);
 }
 
+/* A thread's wait on the one wait loop (wait.h): for pred(dc, arg). */
+struct dc_waitctx {
+    struct homa_dc *dc;
+    dc_pred pred;
+    void *arg;
+};
+
+static int dc_wait_poll(void *ctx)
+{
+    return drain(((struct dc_waitctx *)ctx)->dc);
+}
+
+static bool dc_wait_done(void *ctx)
+{
+    struct dc_waitctx *w = ctx;
+    return w->pred(w->dc, w->arg) != 0;
+}
+
+static int dc_wait_error(void *ctx)
+{
+    return ((struct dc_waitctx *)ctx)->dc->dead ? HOMA_ERR_SHUTDOWN : 0;
+}
+
+/* Between two looks while spinning: yield the CPU when the host has room
+ * for it (homa_yield in spin.h), else a short pause; the lock is dropped
+ * either way so that homad's completions can be read by whoever holds it. */
+static void dc_wait_spin(void *ctx, uint64_t now)
+{
+    struct homa_dc *dc = ((struct dc_waitctx *)ctx)->dc;
+    int yield = homa_yield_allowed(&dc->yield, now);
+    pthread_mutex_unlock(&dc->lock);
+    if (yield) {
+        sched_yield();
+    } else {
+        for (int i = 0; i < 64; i++)
+            __asm__ volatile("" ::: "memory");
+    }
+    pthread_mutex_lock(&dc->lock);
+    if (yield) {
+        uint64_t t = now_ns();
+        homa_yield_took(&dc->yield, t, t - now);
+    }
+}
+
+/* One waiting thread (the reader) sleeps in ppoll on the completion
+ * eventfd and the unix socket, the others on the condition variable; all
+ * look again at least every READER_NAP_NS. */
+static void dc_wait_sleep(void *ctx, uint64_t deadline)
+{
+    struct dc_waitctx *w = ctx;
+    struct homa_dc *dc = w->dc;
+    uint64_t now = now_ns();
+    uint64_t until = deadline - now > READER_NAP_NS ? now + READER_NAP_NS : deadline;
+    if (dc->reader) {
+        cond_wait_until(dc, until);
+        return;
+    }
+    dc->reader = 1;
+    __atomic_store_n(&dc->v.ctrl->app_sleeping, 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (drain(dc) == 0 && !w->pred(dc, w->arg)) {
+        pthread_mutex_unlock(&dc->lock);
+        struct pollfd p[2] = {{.fd = dc->cq_efd, .events = POLLIN},
+                              {.fd = dc->fd, .events = POLLIN}};
+        uint64_t d = until > now ? until - now : 0;
+        struct timespec ts = {.tv_sec = (time_t)(d / 1000000000ull),
+                              .tv_nsec = (long)(d % 1000000000ull)};
+        int r = ppoll(p, 2, &ts, NULL);
+        pthread_mutex_lock(&dc->lock);
+        if (r > 0 && (p[0].revents & POLLIN)) {
+            uint64_t v;
+            ssize_t rr = read(dc->cq_efd, &v, sizeof(v));
+            (void)rr;
+        }
+        if (r > 0 && unix_dead(dc, p[1].revents)) dc->dead = 1;
+    }
+    __atomic_store_n(&dc->v.ctrl->app_sleeping, 0, __ATOMIC_RELAXED);
+    dc->reader = 0;
+    pthread_cond_broadcast(&dc->cond);
+}
+
+static const struct homa_wait_ops dc_wait_ops = {
+    .poll = dc_wait_poll,
+    .done = dc_wait_done,
+    .error = dc_wait_error,
+    .spin = dc_wait_spin,
+    .sleep = dc_wait_sleep,
+};
+
 static int pred_done(struct homa_dc *dc, void *arg);
 
 /* Waits (lock held) until pred holds: 0; HOMA_ERR_AGAIN at the deadline
  * (UINT64_MAX = none); HOMA_ERR_SHUTDOWN if the daemon is gone. */
 static int wait_until(struct homa_dc *dc, dc_pred pred, void *arg, uint64_t deadline)
 {
-    int k = pred == pred_done ? 0 : 1;
-    uint64_t budget = 0, spin_until = 0, prev = 0;
-    int spun = 0, slept = 0;
-    for (;;) {
-        drain(dc);
-        if (pred(dc, arg)) {
-            if (spun && !slept) homa_spin_result(&dc->spin[k], 1);
-            return 0;
-        }
-        if (dc->dead) return HOMA_ERR_SHUTDOWN;
-        uint64_t now = now_ns();
-        if (now >= deadline) return HOMA_ERR_AGAIN;
-        if (!spun && !slept) {
-            /* Not there at the first look: this wait spins, or sleeps. */
-            budget = homa_spin_budget(&dc->spin[k]);
-            spin_until = now + budget;
-            spun = budget > 0;
-        }
-        if (now < spin_until && !slept) {
-            if (prev == 0 || now - prev < HOMA_SPIN_PREEMPTED_NS) {
-                prev = now;
-                int yield = homa_yield_allowed(&dc->yield, now);
-                pthread_mutex_unlock(&dc->lock);
-                if (yield) {
-                    sched_yield();
-                } else {
-                    for (int i = 0; i < 64; i++)
-                        __asm__ volatile("" ::: "memory");
-                }
-                pthread_mutex_lock(&dc->lock);
-                if (yield) {
-                    uint64_t t = now_ns();
-                    homa_yield_took(&dc->yield, t, t - now);
-                }
-                continue;
-            }
-            homa_spin_preempted(&dc->spin[k]); /* the CPUs are oversubscribed */
-        } else if (spun && !slept) {
-            homa_spin_result(&dc->spin[k], 0);
-        }
-        slept = 1;
-        uint64_t until = deadline - now > READER_NAP_NS ? now + READER_NAP_NS : deadline;
-        if (dc->reader) {
-            cond_wait_until(dc, until);
-            continue;
-        }
-        dc->reader = 1;
-        __atomic_store_n(&dc->v.ctrl->app_sleeping, 1, __ATOMIC_RELAXED);
-        __atomic_thread_fence(__ATOMIC_SEQ_CST);
-        if (drain(dc) == 0 && !pred(dc, arg)) {
-            pthread_mutex_unlock(&dc->lock);
-            struct pollfd p[2] = {{.fd = dc->cq_efd, .events = POLLIN},
-                                  {.fd = dc->fd, .events = POLLIN}};
-            uint64_t d = until - now;
-            struct timespec ts = {.tv_sec = (time_t)(d / 1000000000ull),
-                                  .tv_nsec = (long)(d % 1000000000ull)};
-            int r = ppoll(p, 2, &ts, NULL);
-            pthread_mutex_lock(&dc->lock);
-            if (r > 0 && (p[0].revents & POLLIN)) {
-                uint64_t v;
-                ssize_t rr = read(dc->cq_efd, &v, sizeof(v));
-                (void)rr;
-            }
-            if (r > 0 && unix_dead(dc, p[1].revents)) dc->dead = 1;
-        }
-        __atomic_store_n(&dc->v.ctrl->app_sleeping, 0, __ATOMIC_RELAXED);
-        dc->reader = 0;
-        pthread_cond_broadcast(&dc->cond);
-    }
+    struct dc_waitctx w = {.dc = dc, .pred = pred, .arg = arg};
+    struct homa_wait wt = {
+        .ops = &dc_wait_ops, .ctx = &w, .spin = &dc->spin[pred == pred_done ? 0 : 1]};
+    return homa_wait_run(&wt, deadline);
 }
 
 static int pred_cmd_space(struct homa_dc *dc, void *arg)
@@ -698,8 +620,8 @@ int homa_dc_open(struct homa_dc *dc, const homa_endpoint *local, struct homa_dcs
     if (s == NULL) return HOMA_ERR_NOMEM;
     s->dc = dc;
     s->efd = -1;
-    if (tab_init(&s->ids) != 0 || tab_init(&s->reqs) != 0) {
-        tab_destroy(&s->ids);
+    homa_readyq_init(&s->q);
+    if (homa_htab_init(&s->ids, 16) != 0) {
         free(s);
         return HOMA_ERR_NOMEM;
     }
@@ -718,8 +640,7 @@ int homa_dc_open(struct homa_dc *dc, const homa_endpoint *local, struct homa_dcs
     }
     pthread_mutex_unlock(&dc->lock);
     if (rc != 0) {
-        tab_destroy(&s->ids);
-        tab_destroy(&s->reqs);
+        ids_destroy(s);
         free(s);
         return rc;
     }
@@ -753,20 +674,17 @@ void homa_dc_close(struct homa_dcsock *s)
             break;
         }
     }
-    for (int k = 0; k < 2; k++) {
-        struct dc_queue *l = k ? &s->respq : &s->reqq;
-        while (l->head != NULL) {
-            struct dc_qmsg *q = l->head;
-            q_unlink(l, q);
-            if (q->e.kind == HOMAD_CQ_MSG) release_slot(dc, q->e.slot);
-            free(q);
-        }
+    for (struct homa_readyq_node *n; (n = homa_readyq_first(&s->q, HOMA_RECV_ANY)) != NULL;) {
+        struct dc_qmsg *q = HOMA_CONTAINER(n, struct dc_qmsg, node);
+        homa_readyq_remove(n);
+        if (q->e.kind == HOMAD_CQ_MSG) release_slot(dc, q->e.slot);
+        free(q);
     }
     for (uint32_t i = 0; i < dc->v.nrx; i++)
         if (dc->rx_owner[i] == s) release_slot(dc, i);
     flush_releases(dc);
-    tab_destroy(&s->ids);
-    tab_destroy(&s->reqs);
+    ids_destroy(s);
+    homa_reqtab_destroy(&s->reqs);
     pthread_mutex_unlock(&dc->lock);
     if (s->efd >= 0) close(s->efd);
     free(s);
@@ -891,42 +809,17 @@ int homa_dc_reply(struct homa_dcsock *s, const homa_addr *peer, uint16_t peer_po
 {
     struct homa_dc *dc = s->dc;
     pthread_mutex_lock(&dc->lock);
-    int rc = 0;
-    const struct dc_req *found = NULL;
-    int n = 0;
-    for (struct dc_key **pp = tab_chain(&s->reqs, id); *pp != NULL; pp = &(*pp)->next) {
-        const struct dc_req *r = (const struct dc_req *)*pp;
-        if (r->k.id != id) continue;
-        if (peer != NULL &&
-            (r->peer_port != peer_port || memcmp(&r->peer, peer, sizeof(*peer)) != 0))
-            continue;
-        if (n++ == 0) found = r;
-    }
-    if (s->closing)
-        rc = HOMA_ERR_SHUTDOWN;
-    else if (peer == NULL && n == 0)
-        rc = HOMA_ERR_NOT_FOUND;
-    else if (peer == NULL && n > 1)
-        rc = HOMA_ERR_STATE;
+    struct homad_cmd c;
+    memset(&c, 0, sizeof(c));
+    int n;
+    int rc = homa_reqtab_resolve(&s->reqs, id, peer, peer_port, &c.addr, &c.peer_port, &n);
+    if (s->closing) rc = HOMA_ERR_SHUTDOWN;
     if (rc == 0) {
-        struct homad_cmd c;
-        memset(&c, 0, sizeof(c));
         c.op = HOMAD_OP_REPLY;
         c.id = id;
-        c.addr = peer ? *peer : found->peer;
-        c.peer_port = peer ? peer_port : found->peer_port;
         rc = send_slot(s, &c, buf, len, NULL);
-        if (n > 0 && (rc == 0 || rc == HOMA_ERR_NOT_FOUND || rc == HOMA_ERR_STATE)) {
-            /* send_slot dropped the lock: look the entry up again. */
-            for (struct dc_key **pp = tab_chain(&s->reqs, id); *pp != NULL; pp = &(*pp)->next) {
-                const struct dc_req *r = (const struct dc_req *)*pp;
-                if (r->k.id == id && r->peer_port == c.peer_port &&
-                    memcmp(&r->peer, &c.addr, sizeof(c.addr)) == 0) {
-                    tab_unlink(&s->reqs, pp);
-                    break;
-                }
-            }
-        }
+        /* (send_slot dropped the lock: forget looks the entry up again) */
+        if (n > 0 && homa_reqtab_done(rc)) homa_reqtab_forget(&s->reqs, id, &c.addr, c.peer_port);
     }
     pthread_mutex_unlock(&dc->lock);
     return rc;
@@ -950,9 +843,8 @@ static int pred_msg(struct homa_dc *dc, void *argp)
         struct dc_id *d = id_find(s, a->id);
         q = d != NULL ? d->q : NULL;
     } else {
-        struct dc_qmsg *rq = (a->flags & HOMA_RECV_REQUEST) ? s->reqq.head : NULL;
-        struct dc_qmsg *rs = (a->flags & HOMA_RECV_RESPONSE) ? s->respq.head : NULL;
-        q = rq == NULL ? rs : rs == NULL ? rq : rq->seq < rs->seq ? rq : rs;
+        struct homa_readyq_node *n = homa_readyq_first(&s->q, a->flags);
+        q = n != NULL ? HOMA_CONTAINER(n, struct dc_qmsg, node) : NULL;
     }
     a->found = q;
     return q != NULL;
@@ -999,7 +891,7 @@ int homa_dc_recv(struct homa_dcsock *s, unsigned flags, uint64_t id, int64_t tim
     if (rc == HOMA_ERR_AGAIN && dc->dead) rc = HOMA_ERR_SHUTDOWN;
     if (rc == 0) {
         struct dc_qmsg *q = a.found;
-        q_unlink(q_of(s, q), q);
+        homa_readyq_remove(&q->node);
         const struct homad_cqe *e = &q->e;
         msg->id = e->id;
         msg->cookie = e->cookie;
@@ -1015,15 +907,7 @@ int homa_dc_recv(struct homa_dcsock *s, unsigned flags, uint64_t id, int64_t tim
             msg->data = dc->v.rx + (uint64_t)e->slot * dc->v.slot_size;
             msg->length = e->len <= dc->v.slot_size ? e->len : 0;
             msg->handle = (void *)(uintptr_t)(e->slot + 1u);
-            if (e->is_request) {
-                struct dc_req *r = malloc(sizeof(*r));
-                if (r != NULL) {
-                    r->k.id = e->id;
-                    r->peer = e->peer;
-                    r->peer_port = e->peer_port;
-                    tab_add(&s->reqs, &r->k);
-                }
-            }
+            if (e->is_request) homa_reqtab_add(&s->reqs, e->id, &e->peer, e->peer_port);
         }
         free(q);
     }
@@ -1064,12 +948,7 @@ int homa_dc_abort(struct homa_dcsock *s, uint64_t id)
     if (s->closing) {
         rc = HOMA_ERR_SHUTDOWN;
     } else if (id & 1) {
-        rc = HOMA_ERR_NOT_FOUND;
-        struct dc_key **pp = tab_find(&s->reqs, id);
-        if (*pp != NULL) {
-            tab_unlink(&s->reqs, pp);
-            rc = 0;
-        }
+        rc = homa_reqtab_forget_id(&s->reqs, id) ? 0 : HOMA_ERR_NOT_FOUND;
         if (rc == 0) {
             /* homad's socket forgets the request too (no reply will come). */
             struct homad_cmd c;
@@ -1096,7 +975,7 @@ int homa_dc_abort(struct homa_dcsock *s, uint64_t id)
             int r = do_cmd(dc, &c, s, NULL);
             if (r == HOMA_ERR_SHUTDOWN) rc = r;
         } else {
-            q_unlink(&s->respq, q);
+            homa_readyq_remove(&q->node);
             if (q->e.kind == HOMAD_CQ_MSG) release_slot(dc, q->e.slot);
             free(q);
             flush_releases(dc);
@@ -1105,3 +984,151 @@ int homa_dc_abort(struct homa_dcsock *s, uint64_t id)
     pthread_mutex_unlock(&dc->lock);
     return rc;
 }
+
+/* ------------------------------------------- the backend's operations */
+
+int homa_rt_homad_connect(const char *path, uint32_t busy_poll_us, homa_runtime **out)
+{
+    if (path == NULL || out == NULL) return HOMA_ERR_INVAL;
+    homa_runtime *rt = calloc(1, sizeof(*rt));
+    if (rt == NULL) return HOMA_ERR_NOMEM;
+    int rc = homa_dc_connect(path, (uint64_t)busy_poll_us * 1000u, &rt->dc, &rt->cfg);
+    if (rc != 0) {
+        free(rt);
+        return rc;
+    }
+    rt->be = &homa_rt_homad;
+    pthread_mutex_init(&rt->lock, NULL);
+    *out = rt;
+    return 0;
+}
+
+static void hc_destroy(homa_runtime *rt)
+{
+    homa_dc_destroy(rt->dc);
+    pthread_mutex_destroy(&rt->lock);
+    free(rt);
+}
+
+static void hc_counters(homa_runtime *rt, homa_counters *engine, homa_driver_counters *driver)
+{
+    if (homa_dc_counters(rt->dc, engine, driver) != 0) {
+        /* The daemon is gone: no counters to report. */
+        if (engine != NULL) memset(engine, 0, sizeof(*engine));
+        if (driver != NULL) memset(driver, 0, sizeof(*driver));
+    }
+}
+
+static void hc_cutoffs(homa_runtime *rt, homa_cutoffs *out)
+{
+    /* The host engine's, from homad; zeros if homad is gone. */
+    if (homa_dc_cutoffs(rt->dc, out) != 0) memset(out, 0, sizeof(*out));
+}
+
+/* Faults are injected by homad's own drivers (its HOMA_FAULTS). */
+static int hc_set_faults(homa_runtime *rt, const homa_faults *f)
+{
+    (void)rt;
+    (void)f;
+    return HOMA_ERR_STATE;
+}
+
+static int hc_open(homa_socket *s, const homa_endpoint *local)
+{
+    homa_runtime *rt = s->rt;
+    int rc = homa_dc_open(rt->dc, local, &s->dcs, &s->port);
+    if (rc != 0) return rc;
+    s->local.addr = local->addr;
+    s->local.port = s->port;
+    pthread_mutex_lock(&rt->lock);
+    s->next = rt->socks;
+    rt->socks = s;
+    rt->nsocks++;
+    pthread_mutex_unlock(&rt->lock);
+    return 0;
+}
+
+static void hc_close(homa_socket *s)
+{
+    homa_runtime *rt = s->rt;
+    pthread_mutex_lock(&rt->lock);
+    for (homa_socket **pp = &rt->socks; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == s) {
+            *pp = s->next;
+            break;
+        }
+    }
+    rt->nsocks--;
+    pthread_mutex_unlock(&rt->lock);
+    homa_dc_close(s->dcs);
+}
+
+static int hc_linger(homa_socket *s, int64_t timeout_ns)
+{
+    return homa_dc_linger(s->dcs, timeout_ns);
+}
+
+static int hc_set_class(homa_socket *s, int sched_class)
+{
+    return homa_dc_set_class(s->dcs, sched_class);
+}
+
+static int hc_fd(homa_socket *s)
+{
+    return homa_dc_fd(s->dcs);
+}
+
+static int hc_send(homa_socket *s, const homa_endpoint *dst, const void *buf, void *owned,
+                   size_t len, uint64_t cookie, int prio, uint64_t *id)
+{
+    int rc = homa_dc_send(s->dcs, dst, owned ? owned : buf, len, cookie, prio, id);
+    if (rc == 0) free(owned); /* written into the shared region: ours to free */
+    return rc;
+}
+
+static int hc_reply(homa_socket *s, const homa_addr *peer, uint16_t peer_port, uint64_t id,
+                    const void *buf, void *owned, size_t len)
+{
+    int rc = homa_dc_reply(s->dcs, peer, peer_port, id, owned ? owned : buf, len);
+    if (rc == 0) free(owned);
+    return rc;
+}
+
+static int hc_recv(homa_socket *s, unsigned flags, uint64_t id, int64_t timeout_ns, homa_msg *msg)
+{
+    return homa_dc_recv(s->dcs, flags, id, timeout_ns, msg);
+}
+
+static void hc_release(homa_socket *s, homa_msg *msg)
+{
+    homa_dc_release(s->dcs, msg);
+}
+
+static void *hc_msg_take(homa_socket *s, homa_msg *msg)
+{
+    return homa_dc_msg_take(s->dcs, msg);
+}
+
+static int hc_abort(homa_socket *s, uint64_t id)
+{
+    return homa_dc_abort(s->dcs, id);
+}
+
+const struct homa_rt_backend homa_rt_homad = {
+    .name = "homad",
+    .destroy = hc_destroy,
+    .counters = hc_counters,
+    .cutoffs = hc_cutoffs,
+    .set_faults = hc_set_faults,
+    .open = hc_open,
+    .close = hc_close,
+    .linger = hc_linger,
+    .set_class = hc_set_class,
+    .fd = hc_fd,
+    .send = hc_send,
+    .reply = hc_reply,
+    .recv = hc_recv,
+    .release = hc_release,
+    .msg_take = hc_msg_take,
+    .abort = hc_abort,
+};
