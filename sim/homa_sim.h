@@ -1,9 +1,9 @@
 /* homa-sim: datacenter-scale simulation with the real engine in every host.
  *
- * The network is sim/vnet.c (the engines' test network: one event core for
- * both), each host a sim/vhost.c running the libhoma engine.  This header is
- * the simulator's library interface, used by the homa-sim command
- * (homa_sim_main.c) and by tests/sim.
+ * The network is tests/vnet/lib/vnet.c (the engines' test network: one
+ * event core for both), each host a tests/vnet/lib/vhost.c running the
+ * libhoma engine.  This header is the simulator's library interface, used
+ * by the homa-sim command (homa_sim_main.c) and by tests/sim.
  *
  * Measurement model (docs/homa-sim.md):
  *  - Each host starts RPCs at Poisson times to uniformly random other hosts.
