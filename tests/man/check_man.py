@@ -36,7 +36,7 @@ TOOL_PAGES = {
 }
 TOOL_SOURCES = {
     "homa-perf": ["tools/homa-perf/*.c"],
-    "homa-sim": ["sim/homa_sim*.c"],
+    "homa-sim": ["sim/homa_sim*.c", "sim/fabric.c"],
     "homa-coll-bench": ["tools/homa-coll-bench/*.c"],
     "homa-cluster": ["scripts/homa-cluster"],
     "homa-plot": ["tools/plot/homa-plot"],
