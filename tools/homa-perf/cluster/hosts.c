@@ -5,7 +5,7 @@
  * names the hosts' namespaces; and runs the helper commands (homa-cluster,
  * rm, tc, ip) in child processes that ignore Ctrl-C, so a teardown
  * finishes. */
-#include "cluster_ctl.h"
+#include "ctl.h"
 
 #include <errno.h>
 #include <fcntl.h>

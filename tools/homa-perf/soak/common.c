@@ -10,7 +10,7 @@
 
 #include <homa/homa.h>
 
-#include "cluster.h"
+#include "cluster/cluster.h"
 #include "pattern.h"
 
 enum {

@@ -4,7 +4,7 @@
  * object per protocol, the ratios) and draws the slowdown chart (--plot,
  * through cluster_plot()).  All of it from the analysed presults; nothing
  * here touches the cluster. */
-#include "cluster_ctl.h"
+#include "ctl.h"
 
 #include <errno.h>
 #include <math.h>

@@ -5,7 +5,7 @@
  *
  * Sets up a cluster with scripts/homa-cluster (or uses one given with
  * --cluster), then for Homa and then TCP: starts an agent in every host
- * (cluster_agent.c), measures the best-case RTTs on the idle cluster, runs
+ * (cluster/agent.c), measures the best-case RTTs on the idle cluster, runs
  * the same message schedule on every host at fraction F of the link rate,
  * collects the per-message records and the switch's queue counters, and
  * finally writes JSON, a table with the ratios and a PNG chart.  The
@@ -13,11 +13,11 @@
  * docs/cluster.md describes the method.
  *
  * This file holds the entry point, which strings the steps together; the
- * steps are in cluster_cli.c (options), cluster_hosts.c (the cluster),
- * cluster_run.c (one protocol's run), cluster_collect.c (counters, records,
- * analysis) and cluster_report.c (table, JSON, chart), their shared
- * declarations in cluster_ctl.h. */
-#include "cluster_ctl.h"
+ * steps are in cluster/cli.c (options), cluster/hosts.c (the cluster),
+ * cluster/run.c (one protocol's run), cluster/collect.c (counters, records,
+ * analysis) and cluster/report.c (table, JSON, chart), their shared
+ * declarations in cluster/ctl.h. */
+#include "ctl.h"
 
 #include <errno.h>
 #include <signal.h>

@@ -4,7 +4,7 @@
  * host 0) and decodes them, merges the agents' counters, reads the
  * per-message records the agents wrote, and analyses those records into
  * latency and slowdown histograms and goodput (cluster_analyse()). */
-#include "cluster_ctl.h"
+#include "ctl.h"
 
 #include <fcntl.h>
 #include <signal.h>

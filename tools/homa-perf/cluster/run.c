@@ -5,7 +5,7 @@
  * measures the machine's CPU use, and finally reaps the agents and gathers
  * their records and counters into a presult (cluster_run_protocol()).  Also
  * scales Homa's engine settings to the link (cluster_homa_scaled_config()). */
-#include "cluster_ctl.h"
+#include "ctl.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,8 +1,8 @@
 /* homa-perf cluster: the Homa-vs-TCP experiment on an emulated cluster.
  *
- * `homa-perf cluster` (cluster_main.c) creates (or uses) a cluster of
+ * `homa-perf cluster` (cluster/main.c) creates (or uses) a cluster of
  * network namespaces made by scripts/homa-cluster, starts one
- * `homa-perf cluster-agent` (cluster_agent.c) inside every host namespace
+ * `homa-perf cluster-agent` (cluster/agent.c) inside every host namespace
  * for each protocol in turn, tells them when to start, shows progress,
  * merges the per-message records they write and reports.  Every agent is
  * the server and the client of its host: an echo server, and a client
@@ -111,7 +111,7 @@ struct cluster_client {
     const cluster_client_ops *ops;
 };
 
-/* TCP: `conns` connections to every host but `self` (cluster_tcp.c); with
+/* TCP: `conns` connections to every host but `self` (cluster/tcp.c); with
  * listen_port != 0 it also serves (echo) on that port. */
 int cluster_tcp_client(const perf_addr *peers, int npeers, int self, int conns, uint64_t spin_ns,
                        uint16_t listen_port, cluster_client **out, char *err, size_t errlen);
@@ -139,7 +139,7 @@ int cluster_homa_server(homa_socket *sock, int threads, pt_server **out, char *e
 int cluster_homa_client(homa_socket *sock, const perf_addr *peers, int npeers, int serve,
                         cluster_client **out, char *err, size_t errlen);
 
-/* Queue monitor (cluster_qmon.c): samples the backlog of every switch
+/* Queue monitor (cluster/qmon.c): samples the backlog of every switch
  * port's priority queues and of every host NIC every interval_ns. */
 typedef struct cluster_qmon cluster_qmon;
 typedef struct cluster_qstats {
@@ -164,7 +164,7 @@ void cluster_qmon_free(cluster_qmon *q);
 int cluster_main(int argc, char **argv);
 int cluster_agent_main(int argc, char **argv);
 
-/* --plot (cluster_plot.c): homa-plot draws slowdown against message length
+/* --plot (cluster/plot.c): homa-plot draws slowdown against message length
  * from the JSON at json_path into out_path.  0, or -1 with a message in err.
  * cluster_plot_tmpjson makes an empty temporary file for the JSON when only
  * --plot was given (0, or -1). */

@@ -1,11 +1,11 @@
 /* homa-perf cluster: what the files of the controller (`homa-perf cluster`)
  * share among themselves: the options, the cluster being used, the
  * per-protocol results, and the functions that cross files.  The agents
- * (cluster_agent.c and the transports) do not include it: cluster.h is
- * what controller and agents share.  The controller is cluster_main.c (the
- * entry point), cluster_cli.c (options), cluster_hosts.c (the cluster and
- * its namespaces), cluster_run.c (agents and one protocol's run),
- * cluster_collect.c (counters, records, analysis) and cluster_report.c
+ * (cluster/agent.c and the transports) do not include it: cluster.h is
+ * what controller and agents share.  The controller is cluster/main.c (the
+ * entry point), cluster/cli.c (options), cluster/hosts.c (the cluster and
+ * its namespaces), cluster/run.c (agents and one protocol's run),
+ * cluster/collect.c (counters, records, analysis) and cluster/report.c
  * (table, JSON, chart). */
 #ifndef HOMA_PERF_CLUSTER_CTL_H
 #define HOMA_PERF_CLUSTER_CTL_H
@@ -22,7 +22,7 @@
 #define NPRIO 8
 #define MAX_COUNTERS 128
 
-/* ---- Options (cluster_cli.c) ------------------------------------------------ */
+/* ---- Options (cluster/cli.c) ------------------------------------------------ */
 
 typedef struct copts {
     const char *workload;
@@ -61,7 +61,7 @@ typedef struct copts {
  * message (bad usage); exits 0 after --help. */
 int cluster_parse_args(int argc, char **argv, copts *o);
 
-/* ---- The cluster (cluster_hosts.c) --------------------------------------------- */
+/* ---- The cluster (cluster/hosts.c) --------------------------------------------- */
 
 typedef struct cinfo {
     char name[32];
@@ -87,7 +87,7 @@ extern char g_exe[PATH_MAX];
 extern char g_homad[PATH_MAX];
 int cluster_find_homad(void);
 extern const char *g_keep_dir;
-/* The signal that asked to stop, 0 while none (cluster_main.c). */
+/* The signal that asked to stop, 0 while none (cluster/main.c). */
 extern volatile sig_atomic_t g_stop;
 
 /* snprintf for paths and messages whose parts are bounded elsewhere. */
@@ -106,7 +106,7 @@ void cluster_cleanup_all(void);
 /* The name of host i's network namespace. */
 void cluster_host_ns(int i, char *buf, size_t len);
 
-/* ---- Counters, records, analysis (cluster_collect.c) ---------------------------- */
+/* ---- Counters, records, analysis (cluster/collect.c) ---------------------------- */
 
 typedef struct qstats {
     uint64_t pkts[CLUSTER_MAX_HOSTS][NPRIO];
@@ -194,14 +194,14 @@ int cluster_incoming(const copts *o, char paths[][PATH_MAX], const int *host_of,
 void cluster_analyse(const copts *o, const wlgen *g, presult *p, const perf_result *own,
                      const perf_result *common, uint32_t short_max);
 
-/* ---- Running (cluster_run.c) ------------------------------------------------------ */
+/* ---- Running (cluster/run.c) ------------------------------------------------------ */
 
 /* Fills g_homa_spec from the cluster's link and --homa-config. */
 void cluster_homa_scaled_config(const copts *o);
 /* Runs one protocol on the cluster into p.  0, or -1 with p->fatal set. */
 int cluster_run_protocol(const copts *o, int proto, presult *p);
 
-/* ---- Output (cluster_report.c) ------------------------------------------------- */
+/* ---- Output (cluster/report.c) ------------------------------------------------- */
 
 /* Prints the table and the summary, writes --json and --plot.  res[hi] and
  * res[ti] are Homa's and TCP's results (index -1: not run).  Returns 1 if

@@ -5,8 +5,8 @@
  * its share of the experiment: one client thread sending the host's RPCs of
  * the common schedule (cluster_sched_make) to every other host at their
  * scheduled times, open loop, and recording every RPC.  Homa: one runtime
- * and one socket for the server and the client (cluster_homa.c).  TCP: a
- * listening socket and connections to every host (cluster_tcp.c).  Both, by
+ * and one socket for the server and the client (cluster/homa.c).  TCP: a
+ * listening socket and connections to every host (cluster/tcp.c).  Both, by
  * default: one thread per host runs an event loop that answers requests
  * and drives the client (--server-threads N > 0 moves the echo server to N
  * threads of its own: Homa's on the same socket, TCP's the server of tcp.c).

@@ -2,8 +2,8 @@
  * and cluster_parse_args(), which fills a copts with the defaults and then
  * with the options given, checking every value's range (bad usage returns
  * 2 after a message; --help prints the usage and exits).  What the options
- * mean for a run is in cluster_run.c and docs/cluster.md. */
-#include "cluster_ctl.h"
+ * mean for a run is in cluster/run.c and docs/cluster.md. */
+#include "ctl.h"
 
 #include <errno.h>
 #include <getopt.h>
