@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Incast onto one host, embedded vs homad (issue 17, measurement 3;
 # docs/homad.md): a cluster in a box of 3 hosts; host 0 runs 4 receiving
-# processes (tests/homad/incast.c `sink`), hosts 1 and 2 run 4 senders each;
+# processes (bench/homad/incast.c `sink`), hosts 1 and 2 run 4 senders each;
 # every round all 8 senders send one SIZE-byte request at the same instant,
 # two to each receiving process.  Embedded, each receiving process grants
 # on its own (up to max_incoming each); through homad one engine grants for
@@ -10,11 +10,11 @@
 # and the engines' peak granted-but-unreceived bytes (embedded: the sum of
 # the 4 processes' peaks, an upper bound of the host's; homad: the host's).
 #
-#   bash scripts/homad-incast.sh [--build DIR] [--rounds R] [--rate RATE]
+#   bash bench/homad/homad-incast.sh [--build DIR] [--rounds R] [--rate RATE]
 #        [--size BYTES] [--gap-ms G]
 # Needs root (network namespaces); exit 77 without.
 set -euo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=$ROOT/build ROUNDS=10 RATE=1gbit SIZE=1000000 GAP=300
 while [[ $# -gt 0 ]]; do
     case $1 in
@@ -28,7 +28,7 @@ while [[ $# -gt 0 ]]; do
     esac
 done
 [[ $(id -u) -eq 0 ]] || { echo "homad-incast: needs root (network namespaces)" >&2; exit 77; }
-INCAST=$BUILD/tests/homad/homad_incast
+INCAST=$BUILD/bench/homad_incast
 HOMAD=$BUILD/daemon/homad
 for f in "$INCAST" "$HOMAD"; do
     [[ -x $f ]] || { echo "homad-incast: $f not built" >&2; exit 1; }

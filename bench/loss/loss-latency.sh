@@ -8,14 +8,14 @@
 # RPCs, failed, p50 and p99 latency, and retransmitted bytes / DATA bytes
 # dropped by fault injection (both processes; 1.0 = only what was lost).
 #
-# usage: scripts/loss-latency.sh [--perf BIN] [--workload w3] [--gbps 0.05]
+# usage: bench/loss/loss-latency.sh [--perf BIN] [--workload w3] [--gbps 0.05]
 #            [--seconds 3] [--runs 5] [--losses "0 0.01 0.05 0.2"] [--raw FILE]
 #            [--extra KEYS]
 # --extra: more HOMA_FAULTS keys for every lossy run (e.g.
 #   dup=0.05,reorder=0.1,reorder_depth=8: the goal-1 fault mix of issue 15).
 # Exit status: 0 ok, 1 a run produced no result, 2 bad usage.
 set -u
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 PERF=$ROOT/build/tools/homa-perf
 WORKLOAD=w3
 GBPS=0.05

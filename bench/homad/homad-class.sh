@@ -12,12 +12,12 @@
 # class 1 the foreground's go first.  Prints the median over the rounds of
 # each side's p50/p99 latency and goodput.
 #
-# Usage: scripts/homad-class.sh [ROUNDS=3] [BUILD_DIR=build]
+# Usage: bench/homad/homad-class.sh [ROUNDS=3] [BUILD_DIR=build]
 #   env LINK_BPS (default 1000000000), FG_SECONDS (default 3)
 set -euo pipefail
 rounds=${1:-3}
 build=${2:-build}
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 [[ $build = /* ]] || build=$root/$build
 perf=$build/tools/homa-perf
 homad=$build/daemon/homad

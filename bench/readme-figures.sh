@@ -4,7 +4,7 @@
 # one plotting program).  Quicker runs than the ones the README's figures
 # quote (those are in the linked documents); the shapes are the same.
 #
-#   bash scripts/readme-figures.sh [BUILD_DIR]    # default build/
+#   bash bench/readme-figures.sh [BUILD_DIR]    # default build/
 #
 # The cluster figure needs root (network namespaces); without it, that
 # figure is skipped with the reason.  Takes about 4 minutes on 2 cores.
@@ -37,7 +37,7 @@ rm -f "$OUT/compare-tput.txt"
 "$PLOT" -q "$OUT/compare-tput.json" --figure goodput -o "$OUT/compare-tput-goodput.png"
 
 echo "== allreduce, 4 ranks on loopback: Homa vs gloo"
-PYTHONPATH=$B/python /usr/bin/python3 "$ROOT/python/bench/allreduce_bench.py" --ranks 4 \
+PYTHONPATH=$B/python /usr/bin/python3 "$ROOT/bench/python/allreduce_bench.py" --ranks 4 \
     --sizes 4K,64K,1M,4M,16M --scale 0.3 --json "$OUT/allreduce.json" >/dev/null
 "$PLOT" -q "$OUT/allreduce.json" --figure latency -o "$OUT/allreduce-latency.png"
 

@@ -1,4 +1,4 @@
-/* bench_idle: one of N "idle-ish" processes for scripts/homad-idle-cpu.sh.
+/* bench_idle: one of N "idle-ish" processes for bench/homad/homad-idle-cpu.sh.
  * Not a ctest test: a measurement tool.
  *
  *   bench_idle BASE_PORT INDEX N INTERVAL_MS SECONDS

@@ -15,7 +15,7 @@
  *
  * The ring is NCCL's: n-1 reduce-scatter steps, n-1 allgather steps, each
  * chunk sent in 512 KiB slices with up to 8 in flight. */
-#include "plugin_drv.h"
+#include "nccl/plugin_drv.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -261,7 +261,8 @@ static xport *tcp_setup(int rank, int n, int (*pipes)[2], int ns)
     t->ns = ns;
     int lfd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_addr.s_addr = g_addr.s_addr ? g_addr.s_addr : htonl(INADDR_LOOPBACK)};
+                            .sin_addr.s_addr =
+                                g_addr.s_addr ? g_addr.s_addr : htonl(INADDR_LOOPBACK)};
     socklen_t al = sizeof(a);
     if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, sizeof(a)) || listen(lfd, 64) ||
         getsockname(lfd, (struct sockaddr *)&a, &al))

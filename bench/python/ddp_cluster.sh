@@ -2,7 +2,7 @@
 # DDP step time on the cluster in a box: the Homa hook vs gloo, 4 ranks (one
 # per emulated host), without and then with a competing W4 RPC load.
 #
-#   sudo bash python/bench/ddp_cluster.sh            (needs root and a build in build/)
+#   sudo bash bench/python/ddp_cluster.sh            (needs root and a build in build/)
 #
 # Environment: SCALED (1, default: Homa windows and timer tick scaled to the
 # link as in `homa-perf cluster`; 0: libhoma's defaults), RATE (link rate, tc syntax; default 200mbit, what 2 cores
@@ -141,7 +141,7 @@ run_ddp() { # tag
         "$HC" exec --name "$NAME" $r env ${DENV[$r]} PYTHONPATH="$BUILD/python" HOMA_MTU=1500 \
             GLOO_SOCKET_IFNAME=eth0 RANK=$r WORLD_SIZE=4 MASTER_ADDR="$SUBNET.1" \
             MASTER_PORT=$port OMP_NUM_THREADS=1 /usr/bin/python3 \
-            "$ROOT/python/bench/ddp_bench.py" --worker --model "$MODEL" --steps "$STEPS" \
+            "$ROOT/bench/python/ddp_bench.py" --worker --model "$MODEL" --steps "$STEPS" \
             --warmup 2 --rpc-timeout-ms "$RPC_TIMEOUT_MS" --link-bps "$LINK_BPS" ${PY_CFG[@]+"${PY_CFG[@]}"} --host "$SUBNET.$((r + 1))" --tag "$tag" --result "$OUT/$tag.json" \
             >"$OUT/$tag-rank$r.log" 2>&1 &
         pids+=($!)

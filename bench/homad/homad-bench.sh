@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # homad benchmark: echo round trips over loopback, the same program
-# (tests/integration/bench_pingpong) embedded, through homad (HOMA_DAEMON),
+# (bench/runtime/bench_pingpong) embedded, through homad (HOMA_DAEMON),
 # and over TCP, interleaved in each round so that all three see the same
 # machine load.  Prints the median over ROUNDS of each p50/p99 and the
 # ratios to embedded; 1 MB echoes are also given as throughput (2 MB moved
 # per round trip).
 #
-# Usage: scripts/homad-bench.sh [ROUNDS=5] [BUILD_DIR=build]
+# Usage: bench/homad/homad-bench.sh [ROUNDS=5] [BUILD_DIR=build]
 set -euo pipefail
 rounds=${1:-5}
 build=${2:-build}
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 [[ $build = /* ]] || build=$root/$build
-bench=$build/tests/integration/bench_pingpong
+bench=$build/bench/bench_pingpong
 homad=$build/daemon/homad
 for f in "$bench" "$homad"; do
     [[ -x $f ]] || { echo "homad-bench: $f not built" >&2; exit 2; }

@@ -8,11 +8,11 @@
 # failed, p50, the CPU seconds (user + system) of each process and the
 # microseconds of CPU per RPC.
 #
-# usage: scripts/loss-cpu.sh [--perf BIN] [--workload w1] [--rates "0.04 0.08"]
+# usage: bench/loss/loss-cpu.sh [--perf BIN] [--workload w1] [--rates "0.04 0.08"]
 #            [--seconds 3] [--faults SPEC]
 # Exit status: 0 ok, 1 a run produced no result, 2 bad usage.
 set -u
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 PERF=$ROOT/build/tools/homa-perf
 WORKLOAD=w1
 RATES="0.04 0.08 0.10"

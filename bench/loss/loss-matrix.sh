@@ -29,10 +29,10 @@
 # cores) stays behind for the rest of the run, so the ceiling is where
 # such runs stop, not where the first run misses.
 #
-# usage: scripts/loss-matrix.sh [--perf BIN] [--seeds 5] [--seed-base 600]
+# usage: bench/loss/loss-matrix.sh [--perf BIN] [--seeds 5] [--seed-base 600]
 #            [--seconds 3] [--keep-up-ms 20] [--keep DIR] [POINT ...] (default
 #            points: w1:0.06 w1:0.08 w2:0.24 w3:0.8 w4:3.2 w5:3.2)
-#        scripts/loss-matrix.sh --top w1,w2,w3,w4,w5 [--from G] [--step 1.25]
+#        bench/loss/loss-matrix.sh --top w1,w2,w3,w4,w5 [--from G] [--step 1.25]
 #            [--fine 1.06] [--down 6] [same options]
 # --keep DIR runs both processes with --counters and keeps the output of
 # every run with an error there (WL-GBPS-MODE-SEED.cli / .srv).
@@ -40,7 +40,7 @@
 # RPC (and, with --top, a carried rate was found for every workload), 1
 # otherwise, 2 bad usage.
 set -u
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 PERF=$ROOT/build/tools/homa-perf
 SEEDS=5
 BASE=600

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Allreduce latency and bus bandwidth: Homa (homa.Communicator) vs torch.distributed gloo.
 
-    PYTHONPATH=build-py/python /usr/bin/python3 python/bench/allreduce_bench.py \
+    PYTHONPATH=build-py/python /usr/bin/python3 bench/python/allreduce_bench.py \
         --ranks 4 [--sizes 4K,64K,1M,16M,64M] [--json out.json]
 
 Starts --ranks worker processes on this machine (loopback), or, when RANK /

@@ -5,12 +5,13 @@
 # Every figure is the median of HX_BENCH_RUNS runs (default 3) of
 # HX_BENCH_SECONDS each (default 5), measured VM2 -> VM1, one RPC at a time.
 #
-#   bash scripts/interop/hx-bench.sh        (root; needs a libhoma build in build/)
+#   bash bench/interop/hx-bench.sh          (root; needs a libhoma build in build/)
 #
 # Under TCG emulation (no KVM) the numbers say nothing about the protocols;
 # the script says which accelerator it used. Set HX_ACCEL=kvm where KVM works.
 set -euo pipefail
-HX_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# The interop harness (VMs, builds, hx_vm) is scripts/interop's.
+HX_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../scripts/interop" && pwd)
 source "$HX_DIR/hx-lib.sh"
 hx_resolve_env || exit $?
 "$HX_DIR/hx-build.sh"

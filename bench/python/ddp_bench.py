@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """DDP training step time: the Homa comm hook vs DDP's default gloo allreduce.
 
-    PYTHONPATH=build-py/python /usr/bin/python3 python/bench/ddp_bench.py \
+    PYTHONPATH=build-py/python /usr/bin/python3 bench/python/ddp_bench.py \
         --ranks 4 [--model mlp|cnn] [--steps 60] [--background w4 --gbps 0.5] [--json out.json]
 
 Starts --ranks worker processes on this machine (loopback).  Each trains the

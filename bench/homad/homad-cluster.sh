@@ -8,16 +8,16 @@
 # max, share of the time above max_incoming).  With --plot it draws the
 # series of the last round (host 0, both modes) with matplotlib.
 #
-#   bash scripts/homad-cluster.sh [--build DIR] [--rounds R] [--hosts H]
+#   bash bench/homad/homad-cluster.sh [--build DIR] [--rounds R] [--hosts H]
 #        [--procs P] [--workload W] [--load F] [--seconds S] [--out DIR]
 #        [--rate RATE] [--plot OUT.png] [-- more homa-perf cluster options]
-#   bash scripts/homad-cluster.sh --analyse DIR [--rounds R] [--plot OUT.png]
+#   bash bench/homad/homad-cluster.sh --analyse DIR [--rounds R] [--plot OUT.png]
 #        (the table and plot again from the results an --out DIR kept)
 # RATE: the links' rate in tc syntax; default as homa-perf cluster's auto
 # (100 Mbit/s per CPU, at most 1 Gbit/s).
 # Needs root (network namespaces); exit 77 without.
 set -euo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=$ROOT/build ROUNDS=3 HOSTS=4 PROCS=4 WL=w4 LOAD=0.8 SECS=10 OUT="" PLOT=""
 ncpu=$(nproc)
 RATE=$((ncpu > 10 ? 1000 : ncpu * 100))mbit

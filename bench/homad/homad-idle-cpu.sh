@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
 # CPU used by N idle-ish processes on one host, embedded vs through homad
-# (issue 17, measurement 5): each process (tests/integration/bench_idle)
+# (issue 17, measurement 5): each process (bench/runtime/bench_idle)
 # has one socket, echoes requests, and sends one 100-byte RPC every
 # INTERVAL_MS to the next process of a ring, over loopback.  CPU seconds
 # (user + system, all threads) come from /proc/PID/stat over SECONDS, after
 # one second of warm-up; in daemon mode homad's own CPU is counted too.
 #
-# Usage: scripts/homad-idle-cpu.sh [N=8] [SECONDS=10] [INTERVAL_MS=10] [BUILD_DIR=build]
+# Usage: bench/homad/homad-idle-cpu.sh [N=8] [SECONDS=10] [INTERVAL_MS=10] [BUILD_DIR=build]
 set -euo pipefail
 n=${1:-8}
 secs=${2:-10}
 interval=${3:-10}
 build=${4:-build}
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 [[ $build = /* ]] || build=$root/$build
-idle=$build/tests/integration/bench_idle
+idle=$build/bench/bench_idle
 homad=$build/daemon/homad
 for f in "$idle" "$homad"; do
     [[ -x $f ]] || { echo "homad-idle-cpu: $f not built" >&2; exit 2; }

@@ -58,7 +58,8 @@ static void on_ready(struct vhost *h, uint16_t port, void *app)
     }
     b->api_ns += vhost_clock_ns() - t0;
     b->done += got;
-    for (int i = 0; i < got && b->started < b->total; i++) start_one(b, now);
+    for (int i = 0; i < got && b->started < b->total; i++)
+        start_one(b, now);
 }
 
 static void start_one(struct bench *b, uint64_t now)
@@ -79,7 +80,8 @@ static void kickoff(void *arg, uint64_t now)
 {
     struct bench *b = arg;
     int k = *(int *)((char *)arg + sizeof(*b));
-    for (int i = 0; i < k && b->started < b->total; i++) start_one(b, now);
+    for (int i = 0; i < k && b->started < b->total; i++)
+        start_one(b, now);
 }
 
 int main(int argc, char **argv)
@@ -151,7 +153,8 @@ int main(int argc, char **argv)
     printf("  whole run: %.3f ms wall, %llu simulator events, %.2f M events/s\n", wall / 1e6,
            (unsigned long long)events, (double)events * 1e3 / (double)wall);
     printf("PACKETS %llu\n", (unsigned long long)pkts);
-    for (int i = 0; i < 2; i++) vhost_destroy(b->h[i]);
+    for (int i = 0; i < 2; i++)
+        vhost_destroy(b->h[i]);
     vnet_destroy(b->net);
     free(b->buf);
     return 0;

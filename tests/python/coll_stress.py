@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Stress test of the collectives: many small and medium allreduces, repeated.
 
-    PYTHONPATH=build-py/python /usr/bin/python3 python/bench/coll_stress.py \
+    PYTHONPATH=build-py/python /usr/bin/python3 tests/python/coll_stress.py \
         [--ranks 5] [--rounds 40] [--timeout-ms 5000] [--faults drop=0.01]
 
 Ranks are threads of this process, each with its own homa.Runtime (engine,

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The NCCL-style ring allreduce (tests/nccl/nccl_bench) on a cluster in a
+# The NCCL-style ring allreduce (bench/nccl/nccl_bench) on a cluster in a
 # box, with and without a competing W4 load: one rank per host, over the
 # Homa plugin and over TCP organised as NCCL's socket transport, while
 # `homa-perf cluster` runs W4 between the same hosts over Homa or over TCP.
 #
-#   bash scripts/nccl-cluster-bench.sh [--build DIR] [--hosts N] [--rate R]
+#   bash bench/nccl/nccl-cluster-bench.sh [--build DIR] [--hosts N] [--rate R]
 #        [--load F] [--sizes b,...] [--runs R] [--seconds S]
 #        [--tc-prio 'MAP;MAP;...']
 #
@@ -18,7 +18,7 @@
 # between values, 'unset' for none; e.g. 'unset;*:7;*:0'), with the
 # background's own latency, to show what a traffic class range does.
 set -euo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=$ROOT/build HOSTS=4 RATE=200mbit LOAD=0.5 SIZES=8,65536,1048576 RUNS=3 SECONDS_LOAD=45
 TC_PRIO=
 while [[ $# -gt 0 ]]; do
@@ -39,7 +39,7 @@ if [[ $(id -u) -ne 0 ]]; then
     echo "nccl-cluster-bench: needs root (network namespaces)" >&2
     exit 77
 fi
-BENCH=$BUILD/tests/nccl/nccl_bench
+BENCH=$BUILD/bench/nccl_bench
 PERF=$BUILD/tools/homa-perf
 for f in "$BENCH" "$PERF"; do
     [[ -x $f ]] || { echo "nccl-cluster-bench: $f not built" >&2; exit 1; }
