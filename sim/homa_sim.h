@@ -1,9 +1,10 @@
 /* homa-sim: datacenter-scale simulation with the real engine in every host.
  *
- * The network is sim/vnet.c (the engines' test network: one event core for
- * both), each host a sim/vhost.c running the libhoma engine.  This header is
- * the simulator's library interface, used by the homa-sim command
- * (homa_sim_main.c) and by tests/sim.
+ * The network is tests/vnet/lib/vnet.c (the engines' test network: one
+ * event core for both) laid out as homa-sim's leaf-spine fabric
+ * (fabric.c), each host a tests/vnet/lib/vhost.c running the libhoma
+ * engine.  This header is the simulator's library interface, used by the
+ * homa-sim command (homa_sim_main.c) and by tests/sim.
  *
  * Measurement model (docs/homa-sim.md):
  *  - Each host starts RPCs at Poisson times to uniformly random other hosts.
@@ -232,7 +233,7 @@ int hsim_paper_overcommit(const char *workload);
  * back"). */
 int hsim_default_overcommit(const char *workload);
 
-/* ---- model helpers (exposed for tests) ---- */
+/* ---- model helpers (exposed for tests; the ideal times are in fabric.c) ---- */
 
 struct hsim_net_params {
     uint64_t host_bps, uplink_bps;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "data_dir.h"
+#include "fabric.h"
 #include "homa_sim.h"
 #include "vhost.h"
 
@@ -206,12 +207,6 @@ static uint32_t tab_take(struct hsim *s, int host, uint64_t id)
     return rec;
 }
 
-static bool cross_rack(const struct hsim *s, int a, int b)
-{
-    int hpr = s->o.hosts_per_rack;
-    return a / hpr != b / hpr;
-}
-
 static double ideal(struct hsim *s, uint32_t len, bool cross)
 {
     if (len < s->ideal_cache_n) {
@@ -228,7 +223,7 @@ static void add_sample(struct hsim *s, uint32_t len, int src, int dst, uint64_t 
         s->capsmp = s->capsmp ? 2 * s->capsmp : 65536;
         s->smp = xrealloc(s->smp, s->capsmp * sizeof(*s->smp));
     }
-    double id = ideal(s, len, cross_rack(s, src, dst));
+    double id = ideal(s, len, hsim_fabric_cross_rack(&s->o, src, dst));
     s->smp[s->nsmp++] = (struct sample){len, (float)((double)lat / id), (float)(lat / 1e3)};
 }
 
@@ -266,13 +261,11 @@ static void qs_fire(void *arg, uint64_t now)
     for (int i = 0; i < s->n; i++) {
         homa_queue_stats st;
         homa_engine_queue_stats(s->h[i].vh->eng, &st);
-        struct vnet_port_stats ps;
-        vnet_get_port_stats(s->net, vnet_host_tor(s->net, i), vnet_host_port(s->net, i), &ps);
         q->samples++;
         q->grantable += st.rx_grantable;
         q->peers += st.rx_grantable_peers;
         q->tx_msgs += st.tx_msgs;
-        if (ps.occupancy == 0) {
+        if (hsim_fabric_downlink_bytes(s->net, i) == 0) {
             if (st.rx_grantable)
                 q->rx_idle_pending++;
             else
@@ -287,10 +280,7 @@ static void qs_fire(void *arg, uint64_t now)
                 size_t np = homa_engine_unsent_peers(s->h[i].vh->eng, peers, 64);
                 for (size_t k = 0; k < np; k++) {
                     int d = vhost_index(&peers[k]);
-                    struct vnet_port_stats dp;
-                    vnet_get_port_stats(s->net, vnet_host_tor(s->net, d), vnet_host_port(s->net, d),
-                                        &dp);
-                    if (dp.occupancy == 0) {
+                    if (hsim_fabric_downlink_bytes(s->net, d) == 0) {
                         q->both_idle++;
                         break;
                     }
@@ -557,31 +547,9 @@ struct hsim *hsim_create(const struct hsim_opts *oin, char *err, size_t errlen)
     s->free_head = NOREC;
 
     /* topology */
-    if (o->hosts_per_rack <= 0) o->hosts_per_rack = 16;
-    if (o->racks <= 0) {
-        if (o->hosts <= o->hosts_per_rack) {
-            o->racks = 1;
-            o->hosts_per_rack = o->hosts;
-        } else if (o->hosts % o->hosts_per_rack == 0) {
-            o->racks = o->hosts / o->hosts_per_rack;
-        } else {
-            snprintf(err, errlen, "--hosts %d is not a multiple of --hosts-per-rack %d", o->hosts,
-                     o->hosts_per_rack);
-            goto fail;
-        }
-    } else if (o->racks * o->hosts_per_rack != o->hosts) {
-        /* --racks given: it wins over --hosts-per-rack */
-        if (o->hosts % o->racks != 0) {
-            snprintf(err, errlen, "--hosts %d is not a multiple of --racks %d", o->hosts, o->racks);
-            goto fail;
-        }
-        o->hosts_per_rack = o->hosts / o->racks;
-    }
+    if (hsim_fabric_layout(o, err, errlen) != 0) goto fail;
     s->n = o->hosts;
-    s->np = (struct hsim_net_params){
-        o->host_bps,        o->uplink_bps,      o->host_link_delay_ns,
-        o->uplink_delay_ns, o->switch_delay_ns, o->overhead_bytes,
-        o->max_payload,     o->rx_delay_ns,     o->racks > 1 ? o->spines : 0};
+    s->np = hsim_fabric_params(o);
 
     /* workload */
     if (o->workload && *o->workload) {
@@ -673,22 +641,7 @@ struct hsim *hsim_create(const struct hsim_opts *oin, char *err, size_t errlen)
     s->t_stop = s->t_end + (uint64_t)llround(o->drain_ms * 1e6);
 
     /* network */
-    struct vnet_config nc;
-    vnet_config_default(&nc);
-    nc.seed = o->seed;
-    nc.topology = VNET_LEAF_SPINE;
-    nc.racks = o->racks;
-    nc.hosts_per_rack = o->hosts_per_rack;
-    nc.spines = o->racks > 1 ? o->spines : 0;
-    nc.host_bps = o->host_bps;
-    nc.uplink_bps = o->uplink_bps;
-    nc.host_delay_ns = o->host_link_delay_ns;
-    nc.uplink_delay_ns = o->uplink_delay_ns;
-    nc.switch_delay_ns = o->switch_delay_ns;
-    nc.overhead_bytes = o->overhead_bytes;
-    nc.port_buffer_bytes = o->port_buffer_bytes;
-    nc.faults.loss = o->loss;
-    s->net = vnet_create(&nc);
+    s->net = hsim_fabric_create(o);
     if (!s->net) {
         snprintf(err, errlen, "invalid network configuration");
         goto fail;
@@ -831,33 +784,6 @@ static void sum_counters(const struct hsim *s, homa_counters *tot)
     }
 }
 
-/* Busy time of every ToR->host port (down) and ToR->spine port (up). */
-static void port_busy(const struct hsim *s, uint64_t *down, uint64_t *up, uint64_t *max_any,
-                      uint64_t *max_down)
-{
-    struct vnet_port_stats ps;
-    *down = *up = 0;
-    if (max_any) *max_any = 0;
-    if (max_down) *max_down = 0;
-    for (int i = 0; i < s->n; i++) {
-        vnet_get_port_stats(s->net, vnet_host_tor(s->net, i), vnet_host_port(s->net, i), &ps);
-        *down += ps.busy_ns;
-        if (max_down && ps.max_occupancy > *max_down) *max_down = ps.max_occupancy;
-    }
-    int R = s->o.racks, U = R > 1 ? s->o.spines : 0;
-    for (int r = 0; r < R; r++)
-        for (int u = 0; u < U; u++) {
-            vnet_get_port_stats(s->net, r, vnet_tor_uplink_port(s->net, r, u), &ps);
-            *up += ps.busy_ns;
-        }
-    if (max_any)
-        for (int sw = 0; sw < vnet_num_switches(s->net); sw++)
-            for (int p = 0; p < vnet_num_ports(s->net, sw); p++) {
-                vnet_get_port_stats(s->net, sw, p, &ps);
-                if (ps.max_occupancy > *max_any) *max_any = ps.max_occupancy;
-            }
-}
-
 static int cmp_sample(const void *a, const void *b)
 {
     const struct sample *x = a, *y = b;
@@ -949,7 +875,7 @@ int hsim_run(struct hsim *s, struct hsim_result *r)
         if (started && !ended && now >= s->t_end) {
             ended = true;
             sum_counters(s, &c1);
-            port_busy(s, &down1, &up1, NULL, NULL);
+            hsim_fabric_port_busy(net, o, &down1, &up1, NULL, NULL);
         }
         if (ended && s->pending == 0) break;
         if (now >= s->t_stop) break;
@@ -1089,11 +1015,11 @@ int hsim_run(struct hsim *s, struct hsim_result *r)
         double gbytes = (double)(c1.grant_in - c0.grant_in) * (HSIM_GRANT_HDR + o->overhead_bytes);
         r->achieved_load_grants = (dbytes + gbytes) / cap;
         r->downlink_util = (double)down1 / ((double)s->n * (double)meas_ns);
-        int links = o->racks > 1 ? o->racks * o->spines : 0;
+        int links = hsim_fabric_uplinks(o);
         r->uplink_util = links ? (double)up1 / ((double)links * (double)meas_ns) : 0;
     }
     uint64_t down2, up2;
-    port_busy(s, &down2, &up2, &r->max_port_bytes, &r->max_downlink_bytes);
+    hsim_fabric_port_busy(net, o, &down2, &up2, &r->max_port_bytes, &r->max_downlink_bytes);
     struct vnet_stats vs;
     vnet_get_stats(net, &vs);
     r->drops = vs.drops_queue;

@@ -1,4 +1,5 @@
-/* homa-sim: options, the ideal-time model and priority cutoffs. */
+/* homa-sim: options, message sizes on the wire and priority cutoffs (the
+ * fabric's ideal times are in fabric.c). */
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -376,7 +377,7 @@ int hsim_parse_opt(struct hsim_opts *o, int argc, char **argv, int *i, char *err
     return 1;
 }
 
-/* ---- ideal times ---- */
+/* ---- messages on the wire ---- */
 
 uint32_t hsim_packets(uint32_t len, uint32_t max_payload)
 {
@@ -395,116 +396,6 @@ double hsim_grant_wire_bytes(uint32_t len, uint32_t unsched_bytes, uint32_t gran
     uint32_t step = grant_window >= 16 * max_payload ? grant_window / 4 : max_payload;
     uint64_t grants = ((uint64_t)len - unsched_bytes + step - 1) / step;
     return (double)grants * (HSIM_GRANT_HDR + overhead);
-}
-
-struct hop {
-    double bps, delay; /* delay after the last bit: propagation (+ switch) */
-};
-
-static int path_hops(const struct hsim_net_params *p, bool cross, struct hop *h)
-{
-    double sw = (double)p->switch_delay_ns;
-    int n = 0;
-    h[n++] = (struct hop){(double)p->host_bps, (double)p->host_link_delay_ns + sw};
-    if (cross) {
-        h[n++] = (struct hop){(double)p->uplink_bps, (double)p->uplink_delay_ns + sw};
-        h[n++] = (struct hop){(double)p->uplink_bps, (double)p->uplink_delay_ns + sw};
-    }
-    h[n++] = (struct hop){(double)p->host_bps, (double)p->host_link_delay_ns};
-    return n;
-}
-
-/* Store-and-forward pipeline of `npk` packets sent back to back, all of
- * `full` wire bytes except the last (`last`).  Packet i starts on hop k
- * once it has fully arrived there and hop k has finished packet i-1, so
- * the arrival of the last bit is the longest path through the grid of
- * (packet, hop) transmission times (every path also crosses each hop's
- * delay once).  With identical packets the longest path takes all its
- * "next packet" steps at one hop j for the full packets and enters the
- * last packet's row at a hop j' >= j, so O(hops^2) work covers any size. */
-static double pipeline_ns(const struct hop *h, int nh, uint64_t npk, double full, double last)
-{
-    double F[4], L[4], delays = 0;
-    for (int k = 0; k < nh; k++) {
-        F[k] = full * 8e9 / h[k].bps;
-        L[k] = last * 8e9 / h[k].bps;
-        delays += h[k].delay;
-    }
-    double best = 0;
-    if (npk == 1) {
-        for (int k = 0; k < nh; k++)
-            best += L[k];
-        return best + delays;
-    }
-    for (int j = 0; j < nh; j++)
-        for (int jj = j; jj < nh; jj++) {
-            double t = 0;
-            for (int m = 0; m <= j; m++)
-                t += F[m];                 /* packet 1 up to hop j */
-            t += (double)(npk - 2) * F[j]; /* packets 2..n-1 at hop j */
-            for (int m = j + 1; m <= jj; m++)
-                t += F[m]; /* packet n-1 on to hop j' */
-            for (int m = jj; m < nh; m++)
-                t += L[m]; /* the last packet from hop j' */
-            if (t > best) best = t;
-        }
-    return best + delays;
-}
-
-/* Across a spine layer with several spines: the two middle hops add delay
- * but no queueing between the message's own packets (each may take its own
- * spine), and the receiver's downlink serves packets in arrival order, so
- * a short last packet may go before the full one sent just ahead of it. */
-static double sprayed_ns(const struct hop *h, uint64_t npk, double full, double last)
-{
-    double F0 = full * 8e9 / h[0].bps, L0 = last * 8e9 / h[0].bps;
-    double F3 = full * 8e9 / h[3].bps, L3 = last * 8e9 / h[3].bps;
-    double mid = h[0].delay + h[1].delay + h[2].delay;
-    double midF = full * 8e9 / h[1].bps + full * 8e9 / h[2].bps + mid;
-    double midL = last * 8e9 / h[1].bps + last * 8e9 / h[2].bps + mid;
-    uint64_t nf = npk - 1; /* full packets before the last one */
-    double an = (double)nf * F0 + L0 + midL;
-    double fin = 0;
-    bool last_done = false;
-    /* Full packets reach the downlink every F0; once F3 <= F0 none of them
-     * queues behind another, so only the tail needs stepping through. */
-    uint64_t first = 1;
-    if (F3 <= F0 && nf > 4 && 4 * F0 > midF - midL) {
-        first = nf - 3;
-        fin = (double)(first - 1) * F0 + midF + F3;
-    }
-    for (uint64_t i = first; i <= nf; i++) {
-        double ai = (double)i * F0 + midF;
-        if (!last_done && an < ai) {
-            fin = (fin > an ? fin : an) + L3;
-            last_done = true;
-        }
-        fin = (fin > ai ? fin : ai) + F3;
-    }
-    if (!last_done) fin = (fin > an ? fin : an) + L3;
-    return fin + h[3].delay;
-}
-
-double hsim_ideal_ns(const struct hsim_net_params *p, uint32_t len, bool cross)
-{
-    struct hop h[4];
-    int nh = path_hops(p, cross, h);
-    uint64_t npk = hsim_packets(len, p->max_payload);
-    double ovh = HSIM_DATA_HDR + (double)p->overhead_bytes;
-    double full = p->max_payload + ovh;
-    double last = (double)len - (double)(npk - 1) * p->max_payload + ovh;
-    double t = cross && p->spines >= 2 ? sprayed_ns(h, npk, full, last)
-                                       : pipeline_ns(h, nh, npk, full, last);
-    return t + (double)p->rx_delay_ns;
-}
-
-double hsim_rtt_ns(const struct hsim_net_params *p, bool cross)
-{
-    struct hop h[4];
-    int nh = path_hops(p, cross, h);
-    double grant = HSIM_GRANT_HDR + (double)p->overhead_bytes;
-    return hsim_ideal_ns(p, p->max_payload, cross) + pipeline_ns(h, nh, 1, grant, grant) +
-           (double)p->rx_delay_ns;
 }
 
 /* ---- priorities ---- */

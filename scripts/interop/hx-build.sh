@@ -46,7 +46,7 @@ if [[ ! -x $HX_WORK/khoma_peer || $HX_DIR/khoma_peer.c -nt $HX_WORK/khoma_peer ]
         -o "$HX_WORK/khoma_peer" "$HX_DIR/khoma_peer.c"
 fi
 
-# libhoma's peer, static, for libhoma runs inside the VMs (hx-bench.sh):
+# libhoma's peer, static, for libhoma runs inside the VMs (bench/interop/hx-bench.sh):
 # only when a libhoma build is there (HX_LIBHOMA_A, default build/src/libhoma.a).
 lib=${HX_LIBHOMA_A:-$HX_ROOT/build/src/libhoma.a}
 if [[ -f $lib && ( ! -x $HX_WORK/hx_lpeer || $lib -nt $HX_WORK/hx_lpeer ||

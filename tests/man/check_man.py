@@ -35,8 +35,8 @@ TOOL_PAGES = {
     "homad": "homad.8",
 }
 TOOL_SOURCES = {
-    "homa-perf": ["tools/homa-perf/*.c"],
-    "homa-sim": ["sim/homa_sim*.c"],
+    "homa-perf": ["tools/homa-perf/*.c", "tools/homa-perf/*/*.c"],
+    "homa-sim": ["sim/homa_sim*.c", "sim/fabric.c"],
     "homa-coll-bench": ["tools/homa-coll-bench/*.c"],
     "homa-cluster": ["scripts/homa-cluster"],
     "homa-plot": ["tools/plot/homa-plot"],

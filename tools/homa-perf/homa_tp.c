@@ -11,7 +11,7 @@
  * bytes (an echo, like the TCP server). */
 #include "perf.h"
 
-#include "cluster.h"
+#include "cluster/cluster.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -10,11 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cluster.h"
+#include "cluster/cluster.h"
 #include <homa/homa.h>
 #include "json.h"
 #include "pattern.h"
-#include "soak.h"
+#include "soak/soak.h"
 #include "wlgen.h"
 
 static const char usage_text[] =
