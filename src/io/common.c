@@ -65,6 +65,33 @@ int homa_io_fault_decide_out(homa_fault_state *st, uint64_t now, const homa_pkt_
     return homa_fault_decide(st, now, hp, total, hold_ns, wait);
 }
 
+int homa_io_fault_send(homa_fault_state *st, homa_faultq *q, homa_driver_counters *c, uint64_t now,
+                       const homa_pkt_out *p, uint8_t tos)
+{
+    uint64_t hold = 0;
+    uint32_t wait = 1;
+    int act = homa_io_fault_decide_out(st, now, p, &hold, &wait);
+    if (act == HOMA_FAULT_DROP) {
+        HOMA_IO_CTR_ADD(c, fault_drops, 1);
+        if (p->type == HOMA_PKT_DATA) HOMA_IO_CTR_ADD(c, fault_drop_bytes, p->payload_len);
+        return 0;
+    }
+    /* A reordered packet that not enough later packets overtake still
+     * leaves after delay_us.  When the queue is full, it goes now. */
+    if ((act == HOMA_FAULT_DELAY || act == HOMA_FAULT_REORDER) &&
+        homa_faultq_hold(q, now + hold, act == HOMA_FAULT_REORDER ? wait : 0, &p->dst, p->dport,
+                         tos, p->hdr, p->hdr_len, p->payload, p->payload_len) == 0) {
+        HOMA_IO_CTR_ADD(c, fault_delays, act == HOMA_FAULT_DELAY);
+        HOMA_IO_CTR_ADD(c, fault_reorders, act == HOMA_FAULT_REORDER);
+        return 0;
+    }
+    if (act == HOMA_FAULT_DUP) {
+        HOMA_IO_CTR_ADD(c, fault_dups, 1);
+        return 2;
+    }
+    return 1;
+}
+
 uint64_t homa_io_monotonic_ns(void)
 {
     struct timespec ts;

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "io/faultq.h"
 #include "io/io.h"
 
 /* Adds n to one field of a homa_driver_counters (readable by other threads
@@ -48,6 +49,14 @@ int homa_io_is_garbage(const uint8_t *d, size_t len);
  * as their DATA headers are whole and other types carry no payload). */
 int homa_io_fault_decide_out(homa_fault_state *st, uint64_t now, const homa_pkt_out *p,
                              uint64_t *hold_ns, uint32_t *wait);
+
+/* Fault injection on a packet about to leave, the same in both drivers:
+ * decides its fate (homa_io_fault_decide_out), drops it or holds it in q
+ * (a delayed or reordered packet; it leaves later through q), and counts
+ * what it did in c.  Returns how many copies to send now: 0 (dropped or
+ * held), 1, or 2 (duplicated). */
+int homa_io_fault_send(homa_fault_state *st, homa_faultq *q, homa_driver_counters *c, uint64_t now,
+                       const homa_pkt_out *p, uint8_t tos);
 
 /* CLOCK_MONOTONIC in ns: "the socket opened" for blackout windows. */
 uint64_t homa_io_monotonic_ns(void);

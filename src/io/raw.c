@@ -599,28 +599,10 @@ static int raw_send(homa_io_sock *s, uint64_t now, const homa_pkt_out *pkts, int
         const homa_pkt_out *p = &pkts[i];
         /* The kernel's mapping (priority_map at its default): tos = prio << 5. */
         uint8_t tos = (uint8_t)((p->priority & 7) << 5);
-        uint64_t hold = 0;
-        uint32_t wait = 1;
-        int act = homa_io_fault_decide_out(&s->txf, now, p, &hold, &wait);
-        if (act == HOMA_FAULT_DROP) {
-            CTR_ADD(s, fault_drops, 1);
-            if (p->type == HOMA_PKT_DATA) CTR_ADD(s, fault_drop_bytes, p->payload_len);
-            continue;
-        }
-        /* A reordered packet that not enough later packets overtake still
-         * leaves after delay_us.  When the queue is full, it goes now. */
-        if ((act == HOMA_FAULT_DELAY || act == HOMA_FAULT_REORDER) &&
-            homa_faultq_hold(&s->txq, now + hold, act == HOMA_FAULT_REORDER ? wait : 0, &p->dst,
-                             p->dport, tos, p->hdr, p->hdr_len, p->payload, p->payload_len) == 0) {
-            CTR_ADD(s, fault_delays, act == HOMA_FAULT_DELAY);
-            CTR_ADD(s, fault_reorders, act == HOMA_FAULT_REORDER);
-            continue;
-        }
-        tx_emit(s, &p->dst, tos, p->hdr, p->hdr_len, p->payload, p->payload_len);
-        if (act == HOMA_FAULT_DUP) {
-            CTR_ADD(s, fault_dups, 1);
+        int copies = homa_io_fault_send(&s->txf, &s->txq, &s->ctr, now, p, tos);
+        if (copies == 0) continue; /* dropped, or held to leave later */
+        for (int k = 0; k < copies; k++)
             tx_emit(s, &p->dst, tos, p->hdr, p->hdr_len, p->payload, p->payload_len);
-        }
         if (homa_faultq_count(&s->txq) > 0) tx_release(s, now, 1);
     }
     if (homa_faultq_count(&s->txq) > 0) tx_release(s, now, 0);

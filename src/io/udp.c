@@ -523,30 +523,12 @@ static int udp_send(homa_io_sock *s, uint64_t now, const homa_pkt_out *pkts, int
     for (int i = 0; i < n; i++) {
         const homa_pkt_out *p = &pkts[i];
         uint8_t tos = (uint8_t)((p->priority & 7) << 5);
-        uint64_t hold = 0;
-        uint32_t wait = 1;
-        int act = homa_io_fault_decide_out(&s->txf, now, p, &hold, &wait);
-        if (act == HOMA_FAULT_DROP) {
-            CTR_ADD(s, fault_drops, 1);
-            if (p->type == HOMA_PKT_DATA) CTR_ADD(s, fault_drop_bytes, p->payload_len);
-            continue;
-        }
-        /* A reordered packet that not enough later packets overtake still
-         * leaves after delay_us.  When the queue is full, it goes now. */
-        if ((act == HOMA_FAULT_DELAY || act == HOMA_FAULT_REORDER) &&
-            homa_faultq_hold(&s->txq, now + hold, act == HOMA_FAULT_REORDER ? wait : 0, &p->dst,
-                             p->dport, tos, p->hdr, p->hdr_len, p->payload, p->payload_len) == 0) {
-            CTR_ADD(s, fault_delays, act == HOMA_FAULT_DELAY);
-            CTR_ADD(s, fault_reorders, act == HOMA_FAULT_REORDER);
-            continue;
-        }
+        int copies = homa_io_fault_send(&s->txf, &s->txq, &s->ctr, now, p, tos);
+        if (copies == 0) continue; /* dropped, or held to leave later */
         int gso_ok = p->type == HOMA_PKT_DATA;
-        tx_emit(s, &p->dst, p->dport, tos, p->hdr, p->hdr_len, p->payload, p->payload_len, gso_ok);
-        if (act == HOMA_FAULT_DUP) {
-            CTR_ADD(s, fault_dups, 1);
+        for (int k = 0; k < copies; k++)
             tx_emit(s, &p->dst, p->dport, tos, p->hdr, p->hdr_len, p->payload, p->payload_len,
                     gso_ok);
-        }
         if (homa_faultq_count(&s->txq) > 0) tx_release(s, now, 1);
     }
     if (homa_faultq_count(&s->txq) > 0) tx_release(s, now, 0);

@@ -572,25 +572,6 @@ static int e_recv(homa_socket *s, unsigned flags, uint64_t id, int64_t timeout_n
 
 /* ------------------------------------------------------------- backends */
 
-const struct homa_rt_backend homa_rt_embedded = {
-    .name = "embedded",
-    .destroy = e_destroy,
-    .counters = e_counters,
-    .cutoffs = e_cutoffs,
-    .set_faults = e_set_faults,
-    .open = e_open,
-    .close = e_close,
-    .linger = e_linger,
-    .set_class = e_set_class,
-    .fd = e_fd,
-    .send = e_send,
-    .reply = e_reply,
-    .recv = e_recv,
-    .release = e_release,
-    .msg_take = e_msg_take,
-    .abort = e_abort,
-};
-
 /* Driven (driven.h): nobody else would drive the engine while a call
  * waits, so blocking and timed waits are refused. */
 static int d_linger(homa_socket *s, int64_t timeout_ns)
@@ -603,21 +584,14 @@ static int d_recv(homa_socket *s, unsigned flags, uint64_t id, int64_t timeout_n
     return timeout_ns != 0 ? HOMA_ERR_STATE : e_recv(s, flags, id, timeout_ns, msg);
 }
 
-const struct homa_rt_backend homa_rt_driven = {
-    .name = "driven",
-    .destroy = e_destroy,
-    .counters = e_counters,
-    .cutoffs = e_cutoffs,
-    .set_faults = e_set_faults,
-    .open = e_open,
-    .close = e_close,
-    .linger = d_linger,
-    .set_class = e_set_class,
-    .fd = e_fd,
-    .send = e_send,
-    .reply = e_reply,
-    .recv = d_recv,
-    .release = e_release,
-    .msg_take = e_msg_take,
-    .abort = e_abort,
-};
+/* The two tables differ only in the calls that may wait. */
+#define EMBEDDED_OPS(name_, linger_, recv_)                                                        \
+    {                                                                                              \
+        .name = name_, .destroy = e_destroy, .counters = e_counters, .cutoffs = e_cutoffs,         \
+        .set_faults = e_set_faults, .open = e_open, .close = e_close, .linger = linger_,           \
+        .set_class = e_set_class, .fd = e_fd, .send = e_send, .reply = e_reply, .recv = recv_,     \
+        .release = e_release, .msg_take = e_msg_take, .abort = e_abort,                            \
+    }
+
+const struct homa_rt_backend homa_rt_embedded = EMBEDDED_OPS("embedded", e_linger, e_recv);
+const struct homa_rt_backend homa_rt_driven = EMBEDDED_OPS("driven", d_linger, d_recv);
