@@ -175,10 +175,10 @@ struct hsim_result {
     double backlog_mb[20]; /* at 20 evenly spaced times in the window */
     double backlog_slope;  /* least-squares MB per ms over the window */
     double backlog_end_mb;
-    /* achieved load (as achieved_load) in each of the same 20 slices: shows
+    /* achieved load (as achieved_load) in each of the same 20 intervals: shows
      * whether a run has settled, which one window-wide figure cannot */
-    double load_slices[20];
-    double load_last_quarter; /* over the last 5 slices */
+    double load_intervals[20];
+    double load_last_quarter; /* over the last 5 intervals */
 
     int nfailures;
     struct hsim_failure failures[HSIM_MAX_FAILURES];
@@ -339,9 +339,9 @@ struct hsim_fluid_opts {
 struct hsim_fluid_result {
     double mean_msg_bytes;
     double offered_load, achieved_load; /* over the window */
-    double load_slices[20];             /* achieved, per twentieth of the window */
+    double load_intervals[20];          /* achieved, per twentieth of the window */
     double load_last_quarter;
-    double backlog_mb[20]; /* bytes left of arrived messages, at each slice end */
+    double backlog_mb[20]; /* bytes left of arrived messages, at each interval's end */
     double backlog_slope;  /* MB per ms, least squares */
     double rx_idle_pending; /* receivers idle while messages for them wait */
     double rx_idle_empty;   /* receivers idle with nothing to receive */

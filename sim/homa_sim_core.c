@@ -846,7 +846,7 @@ int hsim_run(struct hsim *s, struct hsim_result *r)
     bool started = false, ended = false;
     int nb = 0;
     const int NBL = 20;
-    double slice_b = 0; /* data_wire() at the start of the current slice */
+    double interval_b = 0; /* data_wire() at the start of the current interval */
     uint64_t meas_ns = s->t_end - s->t_start;
     const uint64_t chunk = 20000; /* 20 us of simulated time between checks */
     for (;;) {
@@ -858,7 +858,7 @@ int hsim_run(struct hsim *s, struct hsim_result *r)
             pkts_before = vs0.pkts_sent;
             vnet_reset_stats(net);
             sum_counters(s, &c0);
-            slice_b = data_wire(&c0, o);
+            interval_b = data_wire(&c0, o);
         }
         while (started && meas_ns > 0 && nb < NBL &&
                now >= s->t_start + meas_ns * (uint64_t)(nb + 1) / NBL) {
@@ -868,9 +868,10 @@ int hsim_run(struct hsim *s, struct hsim_result *r)
             double b = data_wire(&ck, o);
             uint64_t t0 = s->t_start + meas_ns * (uint64_t)nb / NBL;
             uint64_t t1 = s->t_start + meas_ns * (uint64_t)(nb + 1) / NBL;
-            double slice_cap = (double)s->n * (double)o->host_bps / 8.0 * ((double)(t1 - t0) / 1e9);
-            r->load_slices[nb++] = slice_cap > 0 ? (b - slice_b) / slice_cap : 0;
-            slice_b = b;
+            double interval_cap =
+                (double)s->n * (double)o->host_bps / 8.0 * ((double)(t1 - t0) / 1e9);
+            r->load_intervals[nb++] = interval_cap > 0 ? (b - interval_b) / interval_cap : 0;
+            interval_b = b;
         }
         if (started && !ended && now >= s->t_end) {
             ended = true;
@@ -1063,7 +1064,7 @@ int hsim_run(struct hsim *s, struct hsim_result *r)
     if (nb >= 5) {
         double sum = 0;
         for (int k = nb - 5; k < nb; k++)
-            sum += r->load_slices[k];
+            sum += r->load_intervals[k];
         r->load_last_quarter = sum / 5;
     }
 

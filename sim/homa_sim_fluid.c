@@ -124,9 +124,9 @@ static int add_msg(struct fluid *f, double t, int src, int dst, uint32_t size, i
     return 0;
 }
 
-/* End of measurement slice i of 20 in [T0, T]; the last one ends at T
+/* End of measurement interval i of 20 in [T0, T]; the last one ends at T
  * exactly, whatever the rounding of the others. */
-static double slice_end(double T0, double T, int i)
+static double interval_end(double T0, double T, int i)
 {
     return i + 1 >= 20 ? T : T0 + (T - T0) * (i + 1) / 20;
 }
@@ -199,7 +199,7 @@ int hsim_fluid_run(const struct hsim_fluid_opts *o, struct hsim_fluid_result *r,
 
     double t = 0, offered = 0;
     const int NS = 20;
-    int slice = 0; /* next slice boundary to record */
+    int iv = 0; /* next interval boundary to record */
     double idle_wait = 0, idle_empty = 0;
     for (;;) {
         int pairs = match(&f);
@@ -211,18 +211,18 @@ int hsim_fluid_run(const struct hsim_fluid_opts *o, struct hsim_fluid_result *r,
                 first = i;
             }
         double tn = fmin(fmin(next_arr, t + tc), T);
-        /* a slice boundary splits the step so each slice gets its share */
+        /* an interval boundary splits the step so each interval gets its share */
         if (t < T0) tn = fmin(tn, T0);
-        if (slice < NS) tn = fmin(tn, slice_end(T0, T, slice));
+        if (iv < NS) tn = fmin(tn, interval_end(T0, T, iv));
         bool finishes = first != SIZE_MAX && tn >= t + tc;
         double dt = tn - t;
-        if (t >= T0 && dt > 0 && slice < NS) {
+        if (t >= T0 && dt > 0 && iv < NS) {
             int waiting = 0;
             for (int h = 0; h < H; h++)
                 waiting += !f.rx_busy[h] && f.rx_has[h];
             idle_wait += waiting * dt;
             idle_empty += (H - pairs - waiting) * dt;
-            r->load_slices[slice] += pairs * rate * dt;
+            r->load_intervals[iv] += pairs * rate * dt;
         }
         double moved = rate * dt;
         for (size_t i = 0; i < f.n; i++)
@@ -245,11 +245,11 @@ int hsim_fluid_run(const struct hsim_fluid_opts *o, struct hsim_fluid_result *r,
             if (m->id >= 0 && o->finish) o->finish[m->id] = t;
         }
         f.n = k;
-        if (slice < NS && t >= slice_end(T0, T, slice)) {
+        if (iv < NS && t >= interval_end(T0, T, iv)) {
             double b = 0;
             for (size_t i = 0; i < f.n; i++)
                 b += f.m[i].rem;
-            r->backlog_mb[slice++] = b / 1e6;
+            r->backlog_mb[iv++] = b / 1e6;
         }
         if (t >= T) break;
         while (t >= next_arr) {
@@ -291,17 +291,17 @@ int hsim_fluid_run(const struct hsim_fluid_opts *o, struct hsim_fluid_result *r,
     r->offered_load = offered / cap;
     double sum = 0;
     for (int i = 0; i < NS; i++) {
-        sum += r->load_slices[i];
-        r->load_slices[i] /= cap / NS;
+        sum += r->load_intervals[i];
+        r->load_intervals[i] /= cap / NS;
     }
     r->achieved_load = sum / cap;
     r->load_last_quarter = 0;
     for (int i = NS - NS / 4; i < NS; i++)
-        r->load_last_quarter += r->load_slices[i] / (NS / 4);
+        r->load_last_quarter += r->load_intervals[i] / (NS / 4);
     r->rx_idle_pending = idle_wait / (H * win);
     r->rx_idle_empty = idle_empty / (H * win);
     r->active_end = f.n;
-    /* least-squares slope of the backlog over the slices, MB per ms */
+    /* least-squares slope of the backlog over the intervals, MB per ms */
     double sx = 0, sy = 0, sxx = 0, sxy = 0;
     for (int i = 0; i < NS; i++) {
         double x = win * 1e3 * (i + 1) / NS;

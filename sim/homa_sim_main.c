@@ -168,7 +168,7 @@ static void print_result(FILE *f, const struct hsim_result *r)
     if (r->nbacklog >= 5) {
         fprintf(f, "  achieved load by twentieths of the window:");
         for (int k = 0; k < r->nbacklog; k++)
-            fprintf(f, " %.3f", r->load_slices[k]);
+            fprintf(f, " %.3f", r->load_intervals[k]);
         fprintf(f, "\n  achieved load over the last quarter: %.3f\n", r->load_last_quarter);
     }
     if (r->has_queue_stats)
@@ -652,7 +652,7 @@ static int cmd_fluid(const struct cli *cl, const struct hsim_opts *o)
                    r.backlog_mb[0], r.backlog_mb[19], r.backlog_slope, r.active_end,
                    (unsigned long long)r.events, r.wall_s);
             for (int k = 0; k < 20; k++)
-                printf(" %.3f", r.load_slices[k]);
+                printf(" %.3f", r.load_intervals[k]);
             printf("\n");
         }
         for (int k = 0; k < 2; k++) {

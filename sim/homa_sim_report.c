@@ -153,8 +153,8 @@ void hsim_write_json(FILE *f, const struct hsim_result *r, bool with_wall)
     num_array(f, r->backlog_mb, r->nbacklog, "%.3f");
     key_num(f, "],\n  \"backlog_slope_mb_per_ms\": ", r->backlog_slope, "%.4f");
     key_num(f, ",\n  \"backlog_end_mb\": ", r->backlog_end_mb, "%.3f");
-    fprintf(f, ",\n  \"achieved_load_slices\": [");
-    num_array(f, r->load_slices, r->nbacklog, "%.4f");
+    fprintf(f, ",\n  \"achieved_load_intervals\": [");
+    num_array(f, r->load_intervals, r->nbacklog, "%.4f");
     key_num(f, "],\n  \"achieved_load_last_quarter\": ", r->load_last_quarter, "%.4f");
     if (r->has_queue_stats) {
         fprintf(f, ",\n  \"queue_stats\": {\"samples\": %llu, \"rx_idle_pending\": ",
@@ -215,8 +215,8 @@ void hsim_fluid_write_json(FILE *f, const struct hsim_fluid_opts *fo,
     key_num(f, ", \"offered_load\": ", r->offered_load, "%.4f");
     key_num(f, ", \"achieved_load\": ", r->achieved_load, "%.4f");
     key_num(f, ", \"achieved_load_last_quarter\": ", r->load_last_quarter, "%.4f");
-    fprintf(f, ",\n   \"achieved_load_slices\": [");
-    num_array(f, r->load_slices, 20, "%.4f");
+    fprintf(f, ",\n   \"achieved_load_intervals\": [");
+    num_array(f, r->load_intervals, 20, "%.4f");
     fprintf(f, "],\n   \"backlog_mb\": [");
     num_array(f, r->backlog_mb, 20, "%.1f");
     key_num(f, "],\n   \"backlog_slope_mb_per_ms\": ", r->backlog_slope, "%.4f");

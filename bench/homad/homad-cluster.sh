@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Several processes per host, embedded vs homad (issue 17, measurement 2;
-# docs/homad.md): `homa-perf cluster --procs P` on one emulated cluster,
+# Several processes per host, embedded vs homad (docs/homad.md; results in
+# docs/perf-log.md): `homa-perf cluster --procs P` on one emulated cluster,
 # alternating embedded (every process its own engine) and --homad (one
 # engine per host), ROUNDS times each.  Prints per run and as medians:
 # short-message p50/p99 latency and p99 slowdown, all-message p99 slowdown,

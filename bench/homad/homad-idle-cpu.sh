@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # CPU used by N idle-ish processes on one host, embedded vs through homad
-# (issue 17, measurement 5): each process (bench/runtime/bench_idle)
+# (results in docs/perf-log.md): each process (bench/runtime/bench_idle)
 # has one socket, echoes requests, and sends one 100-byte RPC every
 # INTERVAL_MS to the next process of a ring, over loopback.  CPU seconds
 # (user + system, all threads) come from /proc/PID/stat over SECONDS, after

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Incast onto one host, embedded vs homad (issue 17, measurement 3;
-# docs/homad.md): a cluster in a box of 3 hosts; host 0 runs 4 receiving
+# Incast onto one host, embedded vs homad (docs/homad.md; results in
+# docs/perf-log.md): a cluster in a box of 3 hosts; host 0 runs 4 receiving
 # processes (bench/homad/incast.c `sink`), hosts 1 and 2 run 4 senders each;
 # every round all 8 senders send one SIZE-byte request at the same instant,
 # two to each receiving process.  Embedded, each receiving process grants

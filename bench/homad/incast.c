@@ -1,4 +1,4 @@
-/* incast: the programs of bench/homad/homad-incast.sh (issue 17, measurement 3),
+/* incast: the programs of bench/homad/homad-incast.sh (8-to-1 incast onto one host),
  * plain libhoma API, embedded or through homad as HOMA_DAEMON says.
  *
  *   incast sink --port P --rounds R --per-round N

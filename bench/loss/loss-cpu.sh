@@ -1,8 +1,9 @@
 #!/bin/bash
-# CPU per RPC with and without the goal-1 faults of issue 15, on loopback.
+# CPU per RPC with and without the full fault mix (20 % loss, 5 %
+# duplication, 10 % reordering of depth 8), on loopback (docs/perf-log.md).
 #
 # For each rate, runs one `homa-perf server` and one `homa-perf client --test
-# workload --verify` fault-free, then both with HOMA_FAULTS (the goal-1 mix
+# workload --verify` fault-free, then both with HOMA_FAULTS (the full mix
 # and a seed), each process under /usr/bin/time, busy polling off
 # (HOMA_BUSY_POLL_US=0) so that CPU time is work, not spinning.  Prints RPCs,
 # failed, p50, the CPU seconds (user + system) of each process and the

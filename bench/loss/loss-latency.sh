@@ -12,7 +12,8 @@
 #            [--seconds 3] [--runs 5] [--losses "0 0.01 0.05 0.2"] [--raw FILE]
 #            [--extra KEYS]
 # --extra: more HOMA_FAULTS keys for every lossy run (e.g.
-#   dup=0.05,reorder=0.1,reorder_depth=8: the goal-1 fault mix of issue 15).
+#   dup=0.05,reorder=0.1,reorder_depth=8: with drop=0.2, the full fault mix
+#   of docs/perf-log.md).
 # Exit status: 0 ok, 1 a run produced no result, 2 bad usage.
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)

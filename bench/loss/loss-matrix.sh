@@ -1,10 +1,11 @@
 #!/bin/bash
-# Goal 1 of issue 15 on loopback: does every RPC complete under heavy loss,
-# at rates the machine carries without faults?
+# The loss target on loopback: does every RPC complete, exactly once, under
+# heavy loss, duplication and reordering, at rates the machine carries
+# without faults?  (Results: docs/perf-log.md.)
 #
 # For each point WORKLOAD:GBPS and each seed, runs one `homa-perf server` and
 # one `homa-perf client --test workload --verify` twice, interleaved: without
-# faults, then with the goal-1 mix in both processes
+# faults, then with the full fault mix in both processes
 # (drop=0.2,dir=tx,dup=0.05,reorder=0.1,reorder_depth=8,seed=BASE+S).
 # Prints one line per run (RPCs, errors, p50 latency, each failure kind) and
 # a summary per point.
@@ -15,7 +16,7 @@
 # that grows for the whole run (p50 latencies of 0.3-4 s in 3 s runs, with
 # or without an error at the end), so a point is *carried* only when every
 # fault-free run there kept up.  Faulty runs at a point that is not carried
-# are printed but do not decide the exit status: the goal asks for rates
+# are printed but do not decide the exit status: the target is about rates
 # the machine carries.
 #
 # --top W[,W...] finds, for each workload, the highest carried rate first:
@@ -196,7 +197,7 @@ awk 'FNR == NR { c[$1" "$2] = $3; next }
                  k, up[k], nn[k], nf[k], rf[k], ef[k] + 0,
                  c[k] ? "carried" : "not carried: beyond the machine without faults" } }' \
     "$TMP/points" "$TMP/all"
-# The goal: no error with faults wherever the machine carries the rate.
+# The target: no error with faults wherever the machine carries the rate.
 while read -r wl g carried; do
     [ "$carried" = 1 ] || continue
     awk -v w="$wl" -v g="$g" '$1 == w && $2 == g && $3 == "faults" && $5 != "0" { f = 1 }

@@ -14,7 +14,8 @@
  * is not loopback, instead of all ranks sharing 127.0.0.1.
  *
  * The ring is NCCL's: n-1 reduce-scatter steps, n-1 allgather steps, each
- * chunk sent in 512 KiB slices with up to 8 in flight. */
+ * step's segment of the buffer sent as messages of at most 512 KiB (CHUNK),
+ * up to 8 (WINDOW) in flight. */
 #include "nccl/plugin_drv.h"
 
 #include <arpa/inet.h>
@@ -34,9 +35,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SLICE (512u << 10)
-#define WINDOW 8
-#define TCP_CHUNK (64u << 10)
+#define CHUNK (512u << 10)    /* largest message of a ring step */
+#define WINDOW 8              /* messages in flight each way */
+#define TCP_CHUNK (64u << 10) /* the TCP transport's unit per socket */
 #define MAX_SOCKS 8
 #define MAX_RANKS 8
 
@@ -296,23 +297,24 @@ static xport *tcp_setup(int rank, int n, int (*pipes)[2], int ns)
 /* ---- the ring allreduce ------------------------------------------------ */
 
 /* Sends [sbuf, +slen) to the next rank while receiving rlen bytes into
- * rbuf from the previous one, in slices, WINDOW of each in flight. */
+ * rbuf from the previous one, in CHUNK-sized messages, WINDOW of each in
+ * flight. */
 static void exchange(xport *x, uint8_t *sbuf, size_t slen, uint8_t *rbuf, size_t rlen)
 {
-    size_t ns = slen ? (slen + SLICE - 1) / SLICE : 1, nr = rlen ? (rlen + SLICE - 1) / SLICE : 1;
+    size_t ns = slen ? (slen + CHUNK - 1) / CHUNK : 1, nr = rlen ? (rlen + CHUNK - 1) / CHUNK : 1;
     void *sq[WINDOW], *rq[WINDOW];
     size_t sp = 0, sd = 0, rp = 0, rd = 0;
     double end = now_s() + 60;
     while (sd < ns || rd < nr) {
         while (sp < ns && sp - sd < WINDOW) {
-            size_t off = sp * SLICE, len = slen - off < SLICE ? slen - off : SLICE;
+            size_t off = sp * CHUNK, len = slen - off < CHUNK ? slen - off : CHUNK;
             void *req = NULL;
             if (x->isend(x, sbuf + off, slen ? len : 0, &req) != 0) DIE("isend");
             if (!req) break;
             sq[sp++ % WINDOW] = req;
         }
         while (rp < nr && rp - rd < WINDOW) {
-            size_t off = rp * SLICE, len = rlen - off < SLICE ? rlen - off : SLICE;
+            size_t off = rp * CHUNK, len = rlen - off < CHUNK ? rlen - off : CHUNK;
             void *req = NULL;
             if (x->irecv(x, rbuf + off, rlen ? len : 0, &req) != 0) DIE("irecv");
             if (!req) break;

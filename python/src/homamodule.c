@@ -8,7 +8,7 @@
  * Design points (the why):
  *   - Every call that can block or copy a lot releases the GIL, so other
  *     Python threads (a training loop, a server) keep running.
- *   - Blocking receives wait in slices of at most SLICE_NS and check for
+ *   - Blocking receives wait in steps of at most WAIT_STEP_NS and check for
  *     signals in between: Ctrl-C works, and a socket closed by another
  *     thread is noticed.
  *   - A received message's bytes are taken out of libhoma with

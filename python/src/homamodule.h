@@ -23,7 +23,7 @@
 #include <homa/homa.h>
 
 /* Longest wait inside libhoma between two signal checks. */
-#define SLICE_NS ((int64_t)100000000)
+#define WAIT_STEP_NS ((int64_t)100000000)
 
 extern PyTypeObject hpy_RuntimeType;
 extern PyTypeObject hpy_SocketType;

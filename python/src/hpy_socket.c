@@ -1,7 +1,7 @@
 /* homa._homa: the Socket type.  Binding, the `users` count that keeps a
  * socket alive while a thread is inside libhoma with it (and lets close()
  * be finished by the last of them), send, and the blocking calls: recv in
- * GIL-free slices that check for signals, reply (zero-copy echo of a
+ * GIL-free steps that check for signals, reply (zero-copy echo of a
  * request's own buffer), call (send + wait, aborting on timeout) and
  * abort; failed client RPCs raise with their id, peer and cookie. */
 #include "homamodule.h"
@@ -102,7 +102,7 @@ PyObject *hpy_Socket_close(SocketObject *self, PyObject *Py_UNUSED(ignored))
     self->closing = 1;
     if (self->users == 0) socket_free(self);
     /* else the last user frees it; threads already blocked in recv are
-     * woken within SLICE_NS. */
+     * woken within WAIT_STEP_NS. */
     Py_RETURN_NONE;
 }
 
@@ -207,17 +207,18 @@ static PyObject *raise_rpc_failure(int rc, const homa_msg *m, const char *what)
     return hpy_raise_exc(exc);
 }
 
-/* homa_recv in slices with the GIL released.  Returns 0 with *m filled,
- * HOMA_ERR_AGAIN on timeout, another HOMA_ERR_* (m->id set for a failed
- * RPC), or 1 with a Python exception set (signal). */
-static int recv_sliced(SocketObject *self, unsigned flags, uint64_t id, int64_t timeout_ns,
+/* homa_recv with the GIL released, in waits of at most WAIT_STEP_NS with a
+ * signal check between them.  Returns 0 with *m filled, HOMA_ERR_AGAIN on
+ * timeout, another HOMA_ERR_* (m->id set for a failed RPC), or 1 with a
+ * Python exception set (signal). */
+static int recv_in_steps(SocketObject *self, unsigned flags, uint64_t id, int64_t timeout_ns,
                        homa_msg *m)
 {
     int64_t deadline = timeout_ns < 0 ? INT64_MAX : hpy_mono_ns() + timeout_ns;
     for (;;) {
         int64_t wait = timeout_ns == 0 ? 0 : deadline - hpy_mono_ns();
         if (wait < 0) wait = 0;
-        if (wait > SLICE_NS) wait = SLICE_NS;
+        if (wait > WAIT_STEP_NS) wait = WAIT_STEP_NS;
         int rc;
         homa_socket *s = self->s;
         Py_BEGIN_ALLOW_THREADS
@@ -246,7 +247,7 @@ static PyObject *Socket_recv(SocketObject *self, PyObject *args, PyObject *kwds)
     }
     if (hpy_socket_enter(self, "recv") < 0) return NULL;
     homa_msg m;
-    int rc = recv_sliced(self, flags, id, timeout, &m);
+    int rc = recv_in_steps(self, flags, id, timeout, &m);
     PyObject *ret;
     if (rc == 1) {
         ret = NULL;
@@ -393,7 +394,7 @@ static PyObject *Socket_call(SocketObject *self, PyObject *args, PyObject *kwds)
     } else {
         homa_msg m;
         /* A zero timeout would only poll once: give the response a chance. */
-        rc = recv_sliced(self, HOMA_RECV_RESPONSE, id, timeout, &m);
+        rc = recv_in_steps(self, HOMA_RECV_RESPONSE, id, timeout, &m);
         if (rc == 0) {
             ret = hpy_message_new(self, &m);
         } else {

@@ -278,13 +278,13 @@ static void golden__k2k_homa_test(void **state)
 }
 
 /* 150 packets from the middle of 8 RPCs in flight (messages cut by the
- * slice are incomplete; each byte present must match the pattern). */
-static void golden__k2k_many_slice(void **state)
+ * range are incomplete; each byte present must match the pattern). */
+static void golden__k2k_many_part(void **state)
 {
     (void)state;
     struct stats *st = calloc(1, sizeof(*st));
-    read_pcap("k2k-many-slice.pcap", st);
-    report("k2k-many-slice", st);
+    read_pcap("k2k-many-part.pcap", st);
+    report("k2k-many-part", st);
     check_common(st);
     for (int i = 0; i < st->nmsgs; i++) {
         const struct msg *m = &st->msgs[i];
@@ -319,7 +319,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(golden__k2k_sizes),
         cmocka_unit_test(golden__k2k_homa_test),
-        cmocka_unit_test(golden__k2k_many_slice),
+        cmocka_unit_test(golden__k2k_many_part),
         cmocka_unit_test(golden__extra_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -4,7 +4,7 @@ were made from the interop captures; see tests/golden/README.md).
 
     trim.py IN.pcap OUT.pcap --stop-at-length N     packets until the first
                                                     DATA of a message >= N bytes
-    trim.py IN.pcap OUT.pcap --slice FIRST COUNT    packets FIRST..FIRST+COUNT-1
+    trim.py IN.pcap OUT.pcap --range FIRST COUNT    packets FIRST..FIRST+COUNT-1
 
 Only pcap (not pcapng) with Ethernet or raw-IP link types is understood."""
 import struct
@@ -39,6 +39,8 @@ def homa_bytes(linktype, pkt):
 
 def main():
     src, dst, mode = sys.argv[1], sys.argv[2], sys.argv[3]
+    if mode not in ("--stop-at-length", "--range"):
+        sys.exit(f"trim.py: unknown mode {mode} (--stop-at-length N or --range FIRST COUNT)")
     data = open(src, "rb").read()
     out = [data[:24]]
     for i, (lt, rec, pkt) in enumerate(records(data)):

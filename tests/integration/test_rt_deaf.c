@@ -1,4 +1,4 @@
-/* A local stall of the receive path is not the peer's silence (issue 15).
+/* A local stall of the receive path is not the peer's silence.
  *
  * The client runtime's poller is stalled in the middle of its pass for three
  * timeouts (homa_rt_test_stall_read: the read sleeps with the lock

@@ -3,7 +3,7 @@
  * over IPv6, with HOMA_FAULTS dropping 5 % of packets on every send and
  * every receive.  Every RPC must complete and every byte is checked.
  *
- * Payloads are slices of one random pattern buffer, so producing and
+ * Payloads are ranges of one random pattern buffer, so producing and
  * checking them is memcpy/memcmp: cheap even under the sanitizers.
  *
  * HOMA_STRESS_RPCS overrides the RPC count (for quick local runs). */

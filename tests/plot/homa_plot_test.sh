@@ -117,7 +117,7 @@ cp "$fx/coll.json" "$out/default-name.json"
 "$plot" -q "$out/default-name.json" && "$here/png_ok.sh" "$out/default-name.png" > /dev/null || bad "default output name"
 
 # ---- the right kind with unusable values: a message, no traceback -------------
-echo '{"tool": "homa-sim", "workload": "w1", "buckets": "oops", "backlog_mb": 5, "achieved_load_slices": null}' > "$out/odd.json"
+echo '{"tool": "homa-sim", "workload": "w1", "buckets": "oops", "backlog_mb": 5, "achieved_load_intervals": null}' > "$out/odd.json"
 expect_error "sim JSON without usable buckets" "$out/odd.json" -o "$out/odd.png"
 echo '{"tool": "homa-sim", "buckets": [{"max_bytes": null, "p99_slowdown": "x"}, 7]}' > "$out/odd2.json"
 expect_error "sim JSON with odd buckets" "$out/odd2.json" --figure all -o "$out/odd2.png"

@@ -56,7 +56,7 @@ fargs="fluid --workload w4 --load 0.5 --hosts 16 --seed 2 --measure-ms 50 --orde
 "$sim" $fargs --json "$out/fl_a.json" > /dev/null
 "$sim" $fargs --json - > "$out/fl_b.json"
 cmp "$out/fl_a.json" "$out/fl_b.json"
-for f in '"order": "srpt"' '"order": "fifo"' achieved_load_slices backlog_slope_mb_per_ms rx_idle_pending; do
+for f in '"order": "srpt"' '"order": "fifo"' achieved_load_intervals backlog_slope_mb_per_ms rx_idle_pending; do
     grep -q "$f" "$out/fl_a.json" || { echo "fluid: missing $f"; exit 1; }
 done
 grep -q '"overcommit": 0,' "$out/fl_a.json" || { echo "fluid: default is not unlimited"; exit 1; }

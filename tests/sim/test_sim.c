@@ -318,15 +318,15 @@ static void determinism__same_seed_same_json(void **state)
     assert_int_equal(r.failed, 0);
     assert_true(r.short_p50 >= 1.0 && r.short_p99 < 3.5);
     assert_true(r.all_p50 >= 1.0);
-    /* the load slices cover the window: their mean is the window's load */
+    /* the load intervals cover the window: their mean is the window's load */
     assert_int_equal(r.nbacklog, 20);
     double sum = 0;
     for (int k = 0; k < 20; k++) {
-        assert_true(r.load_slices[k] > 0.2 && r.load_slices[k] < 0.9);
-        sum += r.load_slices[k];
+        assert_true(r.load_intervals[k] > 0.2 && r.load_intervals[k] < 0.9);
+        sum += r.load_intervals[k];
     }
     assert_true(fabs(sum / 20 - r.achieved_load) < 0.002);
-    assert_non_null(strstr(a, "\"achieved_load_slices\": [0."));
+    assert_non_null(strstr(a, "\"achieved_load_intervals\": [0."));
     free(a);
     free(b);
     free(c);
@@ -549,16 +549,16 @@ static void fluid__light_load_carried(void **state)
     assert_true(a.achieved_load == b.achieved_load && a.events == b.events);
     double sum = 0;
     for (int i = 0; i < 20; i++)
-        sum += a.load_slices[i];
+        sum += a.load_intervals[i];
     assert_true(fabs(sum / 20 - a.achieved_load) < 1e-9);
     /* a window whose twentieths do not add up exactly in binary (UBSan
-     * flagged a 21st slice here) */
+     * flagged a 21st interval here) */
     fo.warmup_s = 0.005;
     fo.seconds = 0.035;
     assert_int_equal(hsim_fluid_run(&fo, &a, err, sizeof(err)), 0);
     sum = 0;
     for (int i = 0; i < 20; i++)
-        sum += a.load_slices[i];
+        sum += a.load_intervals[i];
     assert_true(fabs(sum / 20 - a.achieved_load) < 1e-9);
     assert_true(a.backlog_mb[19] > 0);
     fo.workload = "no-such-workload";

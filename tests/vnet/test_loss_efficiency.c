@@ -1,4 +1,4 @@
-/* Issue 15, goal 5: only lost ranges are resent.  On the virtual network
+/* Loss recovery resends only lost ranges.  On the virtual network
  * (exact, repeatable) at 1 %, 5 % and 20 % random loss, with Ethernet-sized
  * packets and with loopback-sized ones (65,000 B of payload, where one lost
  * packet is a big range), every RPC completes exactly once and the bytes

@@ -46,7 +46,7 @@
 #define FRAME_HDR 4
 #define READ_CHUNK (256 * 1024)
 #define MAX_FRAME (1u << 30)
-#define BLOCK_SLICE_MS 10
+#define BLOCK_STEP_MS 10
 
 /* Byte buffers: bytebuf.h */
 
@@ -316,7 +316,7 @@ static int tcp_client_poll(pt_client *base, uint64_t deadline, pt_completion *ou
         int spinning = now < spin_end;
         cconn *c0 = &tc->conns[0];
         if (tc->nconns == 1 && c0->ring.count > 0 && !conn_has_out(c0) &&
-            deadline - now > 2ull * BLOCK_SLICE_MS * 1000000ull) {
+            deadline - now > 2ull * BLOCK_STEP_MS * 1000000ull) {
             int r = client_read(c0, !spinning);
             if (r < 0) return r;
             r = client_parse(c0, out, max);
@@ -408,7 +408,7 @@ int tcp_client_create(const perf_addr *addr, int conns, uint64_t spin_ns, pt_cli
             return -e;
         }
         set_nodelay(c->fd);
-        set_rcvtimeo(c->fd, BLOCK_SLICE_MS);
+        set_rcvtimeo(c->fd, BLOCK_STEP_MS);
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
         if (epoll_ctl(tc->epfd, EPOLL_CTL_ADD, c->fd, &ev) < 0) {
             int e = errno;
@@ -635,7 +635,7 @@ static void *acceptor_main(void *arg)
         int fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC);
         if (fd < 0) continue;
         set_nodelay(fd);
-        set_rcvtimeo(fd, BLOCK_SLICE_MS);
+        set_rcvtimeo(fd, BLOCK_STEP_MS);
         worker *w = &s->workers[next];
         next = (next + 1) % s->nworkers;
         pthread_mutex_lock(&w->lock);
