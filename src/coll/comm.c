@@ -26,7 +26,7 @@
  * finished sooner); anything further ahead than this is garbage. */
 #define COLL_MAX_AHEAD 1024
 /* Longest single wait in homa_recv, so the no-progress clock is checked. */
-#define COLL_SLICE_NS 100000000ll
+#define COLL_WAIT_STEP_NS 100000000ll
 #define COLL_RDV_MAX_FILE (4u << 20)
 
 static uint64_t now_ns(void)
@@ -798,7 +798,7 @@ int coll_run_loop(struct coll_run *r)
         uint64_t now = now_ns();
         if (now - last >= limit) return coll_fail(r, HOMA_ERR_TIMEOUT);
         int64_t wait = (int64_t)(last + limit - now);
-        if (wait > COLL_SLICE_NS) wait = COLL_SLICE_NS;
+        if (wait > COLL_WAIT_STEP_NS) wait = COLL_WAIT_STEP_NS;
         homa_msg m;
         rc = homa_recv(c->sock, HOMA_RECV_ANY, 0, wait, &m);
         if (rc == HOMA_ERR_AGAIN) continue;

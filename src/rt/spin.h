@@ -56,7 +56,7 @@ static inline void homa_spin_preempted(struct homa_spin *s)
  * CPUs are oversubscribed by cooperating spinners (an application, its
  * peer and homad on two cores: a 100 B round trip through homad went
  * from 35-44 us to 6-7 us), but under EEVDF every yield pushes the
- * yielder's deadline back a slice, so beside a CPU-bound neighbour the
+ * yielder's deadline back by its time quantum, so beside a CPU-bound neighbour the
  * yielder is starved (322 us against 51).  The two cases tell themselves
  * apart by how long a yield takes: on the quiet machine 99.8 % of 16,406
  * yields returned within 32 us, beside two CPU-bound loops 42-78 % took
