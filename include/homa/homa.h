@@ -1,18 +1,27 @@
-/* libhoma application API: Homa RPCs between processes, over UDP.
+/* libhoma application API: Homa RPCs between processes.
+ *
+ * Packets travel over one of two drivers: UDP (the default; the UDP port
+ * equals the Homa port), or raw IP (IP protocol 146 in the wire format of
+ * the Linux kernel module, so that a libhoma process and a host running
+ * the module exchange RPCs; needs CAP_NET_RAW; HOMA_RT_RAW or
+ * HOMA_DRIVER=raw).  The API is the same over both.
  *
  * Concepts follow the Linux Homa module:
  *   - a socket is bound to a port (a server's well-known port, or an
- *     ephemeral client port); the UDP port equals the Homa port;
+ *     ephemeral client port);
  *   - a client sends a request to an endpoint and gets the RPC id back
  *     (plus an optional completion cookie echoed with the response);
  *   - homa_recv() returns the next message: any, requests only, responses
  *     only, or the response of one RPC id;
  *   - a server replies to a request by its id; any RPC can be aborted.
  *
- * Sockets live in a runtime: one protocol engine (homa/engine.h), its UDP
- * sockets and a background thread.  Several sockets of a process share one
- * runtime, so SRPT and grant decisions see all of the process's traffic.
- * Pass NULL as the runtime to use the process-wide default runtime.
+ * Sockets live in a runtime: one protocol engine (homa/engine.h), the
+ * sockets of its driver and a background thread.  Several sockets of a
+ * process share one runtime, so SRPT and grant decisions see all of the
+ * process's traffic.  Pass NULL as the runtime to use the process-wide
+ * default runtime.  With HOMA_DAEMON set (or homa_runtime_connect), the
+ * engine is the host's one engine in homad instead, shared by every
+ * process that uses it (docs/homad.md); the API does not change.
  *
  * Received messages stay in engine memory: homa_msg.data is valid until
  * homa_release(); nothing is copied on the way to the application.
@@ -79,8 +88,8 @@ HOMA_API int homa_endpoint_is_ipv4(const homa_endpoint *ep);
 HOMA_API int homa_endpoint_equal(const homa_endpoint *a, const homa_endpoint *b);
 
 /* ---------------------------------------------------------------------------
- * Fault injection (for testing loss recovery; done in the UDP driver, on both
- * the send and the receive path)
+ * Fault injection (for testing loss recovery; done in the driver, UDP or raw
+ * IP, on both the send and the receive path)
  * ------------------------------------------------------------------------ */
 
 #define HOMA_FAULT_TX 1u /* apply to packets being sent */
@@ -245,9 +254,9 @@ HOMA_API const homa_config *homa_runtime_config(const homa_runtime *rt);
     X(tx_handoffs, "transmissions that hit their budget and left the rest to another thread")      \
     X(datagrams_out, "Homa packets sent (a GSO send counts each segment)")                         \
     X(datagrams_in, "Homa packets received (a GRO buffer counts each segment)")                    \
-    X(bytes_out, "UDP payload bytes sent")                                                         \
-    X(bytes_in, "UDP payload bytes received")                                                      \
-    X(gso_sends, "sends that used UDP GSO")                                                        \
+    X(bytes_out, "Homa packet bytes sent (UDP or IP payload)")                                     \
+    X(bytes_in, "Homa packet bytes received (UDP or IP payload)")                                  \
+    X(gso_sends, "sends that used UDP GSO (UDP driver)")                                           \
     X(gso_segments, "packets sent inside GSO sends")                                               \
     X(gro_buffers, "received buffers holding several GRO-coalesced packets")                       \
     X(gro_segments, "packets received inside GRO-coalesced buffers")                               \
@@ -261,7 +270,7 @@ HOMA_API const homa_config *homa_runtime_config(const homa_runtime *rt);
     X(fault_delays, "packets delayed by fault injection")                                          \
     X(fault_drop_bytes, "DATA payload bytes dropped by fault injection")                           \
     X(rx_overflows, "datagrams the kernel dropped: receive buffer full")                           \
-    X(pcap_records, "packets written to the pcap file")                                           \
+    X(pcap_records, "packets written to the pcap file")                                            \
     X(icmp_unreach, "ICMP unreachable reports that failed a peer's RPCs at once")
 
 typedef struct homa_driver_counters {
