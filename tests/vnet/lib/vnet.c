@@ -341,9 +341,12 @@ static void nic_pull(struct vnet *net, struct host *h)
     /* Faults (vnet_faults.c).  Random draws happen only for enabled
      * faults, so enabling one fault does not perturb runs that never use
      * the others. */
-    bool faulty;
-    if (vn_fault_drop(net, h, now, &pkt, &faulty)) return;
-    int copies = vn_fault_copies(net, faulty);
+    bool faulty = false;
+    int copies = 1;
+    if (net->any_faults) {
+        if (vn_fault_drop(net, h, now, &pkt, &faulty)) return;
+        copies = vn_fault_copies(net, faulty);
+    }
 
     uint64_t arrive = now + tx + net->cfg.host_delay_ns + net->cfg.switch_delay_ns;
     const uint8_t *src_data = pkt.data;
@@ -369,7 +372,7 @@ static void nic_pull(struct vnet *net, struct host *h)
         src_data = p->data;
         if (c == 1) TRACE(net, VNET_TR_DUP, p);
         uint64_t t = arrive;
-        if (vn_fault_delay(net, h, p, faulty, &t)) continue;
+        if (faulty && vn_fault_delay(net, h, p, faulty, &t)) continue;
         vn_schedule(net, t, EVK_ARRIVE, NULL, p);
         if (!passed) passed_at = t;
         passed = true;

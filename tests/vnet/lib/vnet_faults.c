@@ -202,6 +202,10 @@ void vnet_set_faults(struct vnet *net, const struct vnet_faults *faults)
     }
     if (!(f->burst >= 1.0)) f->burst = f->burst > 0 ? 1.0 : 0.0; /* NaN: no bursts */
     if (f->burst > 0) homa_fault_ge(f->loss, f->burst, &net->ge_p_bad, &net->ge_p_good);
+    /* With none of these, the fault steps of nic_pull do nothing (no
+     * draw, no count), so it skips them: the common case costs no calls. */
+    net->any_faults = f->filter != NULL || f->loss > 0 || f->dup > 0 || f->reorder > 0 ||
+                      f->delay > 0 || f->blackout_ns > 0 || net->class_faults;
 }
 
 const struct vnet_faults *vnet_get_faults(const struct vnet *net)

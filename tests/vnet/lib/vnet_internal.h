@@ -158,6 +158,7 @@ struct vnet {
     struct vnet_rng rng;
     double ge_p_bad, ge_p_good; /* burst loss transitions */
     bool class_faults;          /* loss_types or class_loss set: classify packets */
+    bool any_faults;            /* some fault is set: nic_pull asks vnet_faults.c */
     uint64_t now;
     bool stopped, running;
 
