@@ -4,6 +4,11 @@
 #   bash scripts/test-all.sh
 #
 # Stages (each one's failure fails the script):
+#   setup       the Debian packages of scripts/setup.sh --test: when one is
+#               missing, as root on Debian, they are installed first (saying
+#               what and why); otherwise the command to run is printed and
+#               the script stops.  HOMA_SETUP=check never installs,
+#               HOMA_SETUP=off skips the check.
 #   a. build    gcc, -DHOMA_WERROR=ON, into build/; ctest; cmake --install into
 #               a temporary prefix and build a small program with pkg-config;
 #               scripts/abi-check.sh (libhoma.so against abi/libhoma.so.0.abi)
@@ -20,6 +25,7 @@
 #   HOMA_TEST_QUICK=1   run stage a only (quick developer check)
 #   HOMA_FUZZ_SECONDS   seconds per fuzzer in stage c (default 60)
 #   HOMA_TEST_JOBS      parallel ctest jobs (default 2)
+#   HOMA_SETUP          auto (default), check or off: stage setup (above)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -176,6 +182,17 @@ EOF
     LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$prefix/install-check"
 }
 
+stage_setup() {
+    stage_begin setup
+    if [[ ${HOMA_SETUP:-auto} == off ]]; then
+        note "HOMA_SETUP=off: packages not checked"
+        stage_end "skipped (HOMA_SETUP=off)"
+        return 0
+    fi
+    bash scripts/setup.sh --ensure --test --for scripts/test-all.sh
+    stage_end "ok: the packages of scripts/setup.sh --test are installed"
+}
+
 stage_build() {
     stage_begin build
     configure build -DHOMA_WERROR=ON -DHOMA_SANITIZE=OFF -DHOMA_TSAN=OFF
@@ -239,9 +256,10 @@ stage_tsan() {
 }
 
 banner "libhoma test-all ($(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(uname -srm))"
+stage_setup
 stage_build
 if [[ $QUICK == 1 ]]; then
-    note "HOMA_TEST_QUICK=1: sanitizer, fuzz and tsan stages skipped"
+    note "HOMA_TEST_QUICK=1: deb, sanitizer, fuzz and tsan stages skipped"
     for s in deb asan fuzz tsan; do
         STAGE_NAMES+=("$s")
         STAGE_RESULTS+=("skipped (HOMA_TEST_QUICK=1)")
