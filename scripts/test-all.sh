@@ -20,11 +20,16 @@
 # Between a and b: stage deb, Debian packages: bash scripts/deb-check.sh
 #               (build, lintian, dpkg -i, use as a new user, dpkg -P);
 #               skipped without dpkg-buildpackage
+#   fresh       bash scripts/fresh-check.sh --quick: the README's two commands
+#               in a minimal Debian 12 root (debootstrap + chroot, a clean
+#               clone of HEAD); only with HOMA_TEST_FRESH=1 (.ci/run sets it)
+#               and as root
 #
 # Environment:
 #   HOMA_TEST_QUICK=1   run stage a only (quick developer check)
 #   HOMA_FUZZ_SECONDS   seconds per fuzzer in stage c (default 60)
 #   HOMA_TEST_JOBS      parallel ctest jobs (default 2)
+#   HOMA_TEST_FRESH=1   run stage fresh (needs root and the Debian archive)
 #   HOMA_SETUP          auto (default), check or off: stage setup (above)
 set -euo pipefail
 
@@ -32,6 +37,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 
 QUICK=${HOMA_TEST_QUICK:-0}
+FRESH=${HOMA_TEST_FRESH:-0}
 FUZZ_SECONDS=${HOMA_FUZZ_SECONDS:-60}
 CTEST_JOBS=${HOMA_TEST_JOBS:-2}
 BUILD_JOBS=$(nproc 2>/dev/null || echo 2)
@@ -255,12 +261,28 @@ stage_tsan() {
     stage_end "ok: $(ctest_summary build-tsan)"
 }
 
+stage_fresh() {
+    stage_begin fresh
+    if [[ $FRESH != 1 ]]; then
+        note "HOMA_TEST_FRESH is not 1: skipped (.ci/run sets it)"
+        stage_end "skipped (HOMA_TEST_FRESH unset)"
+        return 0
+    fi
+    if [[ $(id -u) -ne 0 ]]; then
+        note "not root (debootstrap and chroot need it): skipped"
+        stage_end "skipped (not root)"
+        return 0
+    fi
+    bash scripts/fresh-check.sh --quick
+    stage_end "ok: the README's two commands pass in a fresh Debian 12 root (--quick)"
+}
+
 banner "libhoma test-all ($(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(uname -srm))"
 stage_setup
 stage_build
 if [[ $QUICK == 1 ]]; then
-    note "HOMA_TEST_QUICK=1: deb, sanitizer, fuzz and tsan stages skipped"
-    for s in deb asan fuzz tsan; do
+    note "HOMA_TEST_QUICK=1: deb, sanitizer, fuzz, tsan and fresh stages skipped"
+    for s in deb asan fuzz tsan fresh; do
         STAGE_NAMES+=("$s")
         STAGE_RESULTS+=("skipped (HOMA_TEST_QUICK=1)")
         STAGE_SECONDS+=(0)
@@ -271,3 +293,4 @@ stage_deb
 stage_asan
 stage_fuzz
 stage_tsan
+stage_fresh
