@@ -193,9 +193,14 @@ MISSING=()      # packages
 MISSING_WHY=()  # their reasons
 KERNEL_MISSING=0
 find_missing() {
-    local pkg why
+    local pkg why installed
+    # one dpkg-query for all: "package " per installed one
+    # shellcheck disable=SC2016 # dpkg-query's format, not the shell's
+    installed=" $(selection | awk '{print $1}' |
+        { xargs dpkg-query -W -f='${Package} ${db:Status-Abbrev}\n' 2>/dev/null || true; } |
+        awk '$2 == "ii" { printf "%s ", $1 }') "
     while read -r pkg why; do
-        if ! pkg_ok "$pkg"; then
+        if [[ $installed != *" $pkg "* ]]; then
             MISSING+=("$pkg")
             MISSING_WHY+=("$why")
         fi
