@@ -30,6 +30,9 @@
 #   --quick         run the test command with HOMA_TEST_QUICK=1 (its build
 #                   stage: gcc -Werror build, ctest, install and ABI checks)
 #                   instead of the full suite (about 25 minutes)
+#   --demo-only     run only the demo command (scripts/cluster-demo.sh): what
+#                   CI adds (stage fresh of scripts/test-all.sh), as CI itself
+#                   runs the test command on a fresh machine
 #   --refresh       make the cached root again (debootstrap)
 #   --no-deb-cache  download every package again
 #   --keep          keep the root (unmounted) and say where it is
@@ -51,6 +54,7 @@ PROG=fresh-check
 SUITE=bookworm
 
 QUICK=0
+DEMO_ONLY=0
 REFRESH=0
 DEB_CACHE=1
 KEEP=0
@@ -70,6 +74,7 @@ die() {
 while [[ $# -gt 0 ]]; do
     case $1 in
     --quick) QUICK=1 ;;
+    --demo-only) DEMO_ONLY=1 ;;
     --refresh) REFRESH=1 ;;
     --no-deb-cache) DEB_CACHE=0 ;;
     --keep) KEEP=1 ;;
@@ -183,6 +188,10 @@ readme_commands() {
 }
 mapfile -t COMMANDS < <(readme_commands)
 [[ ${#COMMANDS[@]} -gt 0 ]] || die "no commands found in the README's \"Two commands\" block"
+if [[ $DEMO_ONLY == 1 ]]; then
+    mapfile -t COMMANDS < <(printf '%s\n' "${COMMANDS[@]}" | grep 'scripts/cluster-demo\.sh' || true)
+    [[ ${#COMMANDS[@]} -gt 0 ]] || die "--demo-only: no scripts/cluster-demo.sh command in the README"
+fi
 if [[ $QUICK == 1 ]]; then
     for i in "${!COMMANDS[@]}"; do
         if [[ ${COMMANDS[$i]} == *scripts/test-all.sh* ]]; then
@@ -193,7 +202,7 @@ fi
 
 REV=$(git -C "$ROOT" rev-parse HEAD)
 echo "$PROG: the README's commands on a fresh Debian 12 ($SUITE, $VARIANT + git), commit" \
-    "${REV:0:12}$([[ $QUICK == 1 ]] && echo ", --quick")"
+    "${REV:0:12}$([[ $QUICK == 1 ]] && echo ", --quick")$([[ $DEMO_ONLY == 1 ]] && echo ", --demo-only")"
 echo "$PROG: mirror $MIRROR; apt sources in the root:"
 awk '{ print "    deb", $0 }' <<<"$SOURCES"
 echo "$PROG: commands:"
@@ -274,8 +283,10 @@ summary() { # rc
     done
     printf '  %5ss  %s\n' $((SECONDS - START)) "total"
     if [[ $rc -eq 0 ]]; then
-        echo "PASS: the README's commands work on a fresh Debian 12 root" \
-            "($([[ $QUICK == 1 ]] && echo "tests: HOMA_TEST_QUICK=1" || echo "full tests"))"
+        local what="full tests"
+        [[ $QUICK == 0 ]] || what="tests: HOMA_TEST_QUICK=1"
+        [[ $DEMO_ONLY == 0 ]] || what="the demo only"
+        echo "PASS: the README's commands work on a fresh Debian 12 root ($what)"
     else
         echo "FAIL: the README's commands on a fresh Debian 12 root (exit status $rc)"
     fi
