@@ -102,7 +102,7 @@ while [[ $# -gt 0 ]]; do
 done
 
 [[ $(id -u) -eq 0 ]] || die "needs root (debootstrap, mounts, chroot): sudo bash scripts/fresh-check.sh"
-for c in unshare chroot mount umount tar gzip git; do
+for c in unshare chroot mount umount flock tar gzip git; do
     command -v "$c" >/dev/null 2>&1 || die "'$c' not found"
 done
 
@@ -218,6 +218,7 @@ mkdir -p "$LOGS"
 WORK=$(mktemp -d "${TMPDIR:-/var/tmp}/homa-fresh.XXXXXX")
 R=$WORK/root
 NS_PID=""
+RUN_START=""
 CLEANED=0
 
 # Mount points at or under $WORK, deepest first.
@@ -240,20 +241,29 @@ cleanup() {
     [[ $CLEANED == 0 ]] || return 0
     CLEANED=1
     trap - INT TERM
+    if [[ -n $RUN_START ]]; then
+        PH_NAMES+=("the commands in the root")
+        PH_SECS+=($((SECONDS - RUN_START)))
+        PH_RESULTS+=("INTERRUPTED (exit status $rc; see $LOGS)")
+    fi
     local t0=$SECONDS
     if [[ -n $NS_PID ]] && kill -0 "$NS_PID" 2>/dev/null; then
-        # unshare --kill-child: its child, PID 1 of the namespace, is killed,
-        # and with it every process in the namespace
-        kill -TERM "$NS_PID" 2>/dev/null || true
+        # unshare --fork ignores SIGINT and SIGTERM; SIGKILL ends it, and
+        # --kill-child then kills its child, PID 1 of the namespace, and with
+        # it the kernel kills every process in the namespace
+        echo "$PROG: ending the run in the root" >&2
+        kill -KILL "$NS_PID" 2>/dev/null || true
         wait "$NS_PID" 2>/dev/null || true
     fi
-    pids=$(chroot_pids)
-    if [[ -n $pids ]]; then
-        echo "$PROG: ending processes left in the root: $(tr '\n' ' ' <<<"$pids")" >&2
+    local i
+    for i in 1 2 3 4 5 6 7 8 9 10; do
+        pids=$(chroot_pids)
+        [[ -n $pids ]] || break
+        [[ $i -gt 1 ]] || echo "$PROG: ending processes left in the root: $(tr '\n' ' ' <<<"$pids")" >&2
         # shellcheck disable=SC2086 # one word per PID
         kill -KILL $pids 2>/dev/null || true
         sleep 1
-    fi
+    done
     for m in $(mounts_under_work); do
         umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
     done
@@ -345,7 +355,15 @@ mkdir -p "$R/root/fresh"
 git -C "$ROOT" bundle create "$R/root/fresh/libhoma.bundle" HEAD 2>"$LOGS/bundle.log" ||
     { cat "$LOGS/bundle.log" >&2; die "git bundle failed"; }
 printf '%s\n' "${COMMANDS[@]}" >"$R/root/fresh/commands"
-if [[ $DEB_CACHE == 1 ]]; then mkdir -p "$CACHE/debs/partial"; fi
+if [[ $DEB_CACHE == 1 ]]; then
+    mkdir -p "$CACHE/debs/partial"
+    # one run at a time in the .deb cache (apt's lock there does not wait)
+    exec 9>"$CACHE/debs.lock"
+    if ! flock -n 9; then
+        echo "$PROG: another fresh-check uses $CACHE/debs: this one downloads anew"
+        DEB_CACHE=0
+    fi
+fi
 
 # The run inside the root: clone, then each command; "NAME STATUS SECONDS"
 # per line in /root/fresh/results.
@@ -400,19 +418,21 @@ ENVS=(PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/ro
 for v in HOMA_DEMO_SECONDS HOMA_TEST_JOBS HOMA_FUZZ_SECONDS http_proxy https_proxy; do
     if [[ -n ${!v:-} ]]; then ENVS+=("$v=${!v}"); fi
 done
-run_start=$SECONDS
+RUN_START=$SECONDS
 # In the background with job control on, so that it is a process group of its
 # own that does not ignore SIGINT (the tests send signals); Ctrl-C reaches
 # this script, whose cleanup ends the namespace.
 set -m
 unshare --mount --pid --fork --kill-child --propagation private \
     bash "$WORK/inner.sh" "$R" "$([[ $DEB_CACHE == 1 ]] && echo "$CACHE/debs")" "${ENVS[@]}" \
-    </dev/null &
+    </dev/null 9>&- &
 NS_PID=$!
 set +m
 ns_rc=0
 wait "$NS_PID" || ns_rc=$?
 NS_PID=""
+run_secs=$((SECONDS - RUN_START))
+RUN_START=""
 
 # ---- results --------------------------------------------------------------------
 overall=0
@@ -453,5 +473,5 @@ if [[ $ns_rc -ne 0 && $overall -eq 0 ]]; then
     echo "$PROG: the run in the root ended with status $ns_rc" >&2
     overall=1
 fi
-echo "$PROG: the commands took $((SECONDS - run_start)) s in the root"
+echo "$PROG: the commands took $run_secs s in the root"
 exit "$overall"
