@@ -36,7 +36,7 @@ a bridge and traffic-control queues), so it cannot run here.  Run it as root
 virtual-network demo instead (scripts/demo.sh):
 
 EOF
-    exec bash "$ROOT/scripts/demo.sh"
+    HOMA_DEMO_CALLER=scripts/cluster-demo.sh exec bash "$ROOT/scripts/demo.sh"
 fi
 
 bash "$ROOT/scripts/setup.sh" --ensure --demo --for scripts/cluster-demo.sh || exit 1

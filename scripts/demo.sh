@@ -8,7 +8,7 @@
 # (scripts/setup.sh --demo); otherwise it prints the command to run.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-bash "$ROOT/scripts/setup.sh" --ensure --demo --for scripts/demo.sh || exit 1
+bash "$ROOT/scripts/setup.sh" --ensure --demo --for "${HOMA_DEMO_CALLER:-scripts/demo.sh}" || exit 1
 BUILD=${HOMA_DEMO_BUILD_DIR:-$ROOT/build-demo}
 GEN=()
 if command -v ninja >/dev/null 2>&1; then GEN=(-G Ninja); fi
