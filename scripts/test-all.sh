@@ -4,6 +4,11 @@
 #   bash scripts/test-all.sh
 #
 # Stages (each one's failure fails the script):
+#   setup       the Debian packages of scripts/setup.sh --test: when one is
+#               missing, as root on Debian, they are installed first (saying
+#               what and why); otherwise the command to run is printed and
+#               the script stops.  HOMA_SETUP=check never installs,
+#               HOMA_SETUP=off skips the check.
 #   a. build    gcc, -DHOMA_WERROR=ON, into build/; ctest; cmake --install into
 #               a temporary prefix and build a small program with pkg-config;
 #               scripts/abi-check.sh (libhoma.so against abi/libhoma.so.0.abi)
@@ -15,17 +20,26 @@
 # Between a and b: stage deb, Debian packages: bash scripts/deb-check.sh
 #               (build, lintian, dpkg -i, use as a new user, dpkg -P);
 #               skipped without dpkg-buildpackage
+#   fresh       bash scripts/fresh-check.sh --demo-only: the README's demo
+#               command in a minimal Debian 12 root (debootstrap + chroot, a
+#               clean clone of HEAD; about 7 minutes); CI's own fresh machine
+#               checks the test command.  Only with HOMA_TEST_FRESH=1 (.ci/run
+#               sets it; HOMA_TEST_FRESH=quick: both commands, fresh-check.sh
+#               --quick, about 18 minutes) and as root
 #
 # Environment:
 #   HOMA_TEST_QUICK=1   run stage a only (quick developer check)
 #   HOMA_FUZZ_SECONDS   seconds per fuzzer in stage c (default 60)
 #   HOMA_TEST_JOBS      parallel ctest jobs (default 2)
+#   HOMA_TEST_FRESH     1 or quick: run stage fresh (root, the Debian archive)
+#   HOMA_SETUP          auto (default), check or off: stage setup (above)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 
 QUICK=${HOMA_TEST_QUICK:-0}
+FRESH=${HOMA_TEST_FRESH:-0}
 FUZZ_SECONDS=${HOMA_FUZZ_SECONDS:-60}
 CTEST_JOBS=${HOMA_TEST_JOBS:-2}
 BUILD_JOBS=$(nproc 2>/dev/null || echo 2)
@@ -176,6 +190,17 @@ EOF
     LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$prefix/install-check"
 }
 
+stage_setup() {
+    stage_begin setup
+    if [[ ${HOMA_SETUP:-auto} == off ]]; then
+        note "HOMA_SETUP=off: packages not checked"
+        stage_end "skipped (HOMA_SETUP=off)"
+        return 0
+    fi
+    bash scripts/setup.sh --ensure --test --for scripts/test-all.sh
+    stage_end "ok: the packages of scripts/setup.sh --test are installed"
+}
+
 stage_build() {
     stage_begin build
     configure build -DHOMA_WERROR=ON -DHOMA_SANITIZE=OFF -DHOMA_TSAN=OFF
@@ -238,11 +263,33 @@ stage_tsan() {
     stage_end "ok: $(ctest_summary build-tsan)"
 }
 
+stage_fresh() {
+    stage_begin fresh
+    local opt
+    case $FRESH in
+    1) opt=--demo-only ;;
+    quick) opt=--quick ;;
+    *)
+        note "HOMA_TEST_FRESH is not 1 or quick: skipped (.ci/run sets it)"
+        stage_end "skipped (HOMA_TEST_FRESH unset)"
+        return 0
+        ;;
+    esac
+    if [[ $(id -u) -ne 0 ]]; then
+        note "not root (debootstrap and chroot need it): skipped"
+        stage_end "skipped (not root)"
+        return 0
+    fi
+    bash scripts/fresh-check.sh "$opt"
+    stage_end "ok: the README's commands pass in a fresh Debian 12 root ($opt)"
+}
+
 banner "libhoma test-all ($(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(uname -srm))"
+stage_setup
 stage_build
 if [[ $QUICK == 1 ]]; then
-    note "HOMA_TEST_QUICK=1: sanitizer, fuzz and tsan stages skipped"
-    for s in deb asan fuzz tsan; do
+    note "HOMA_TEST_QUICK=1: deb, sanitizer, fuzz, tsan and fresh stages skipped"
+    for s in deb asan fuzz tsan fresh; do
         STAGE_NAMES+=("$s")
         STAGE_RESULTS+=("skipped (HOMA_TEST_QUICK=1)")
         STAGE_SECONDS+=(0)
@@ -253,3 +300,4 @@ stage_deb
 stage_asan
 stage_fuzz
 stage_tsan
+stage_fresh

@@ -345,7 +345,13 @@ static int plot_results(const struct cli *cl, const struct hsim_result *res, int
         .json = json, .out = cl->plot, .title = title, .labels = labels, .nlabels = nlabels};
     char err[600];
     int rc = plotcall_run(&a, err, sizeof(err));
-    if (rc != 0) fprintf(stderr, "homa-sim: --plot: %s\n", err);
+    if (rc == PLOTCALL_SKIPPED) {
+        /* the plot is optional: the results stand */
+        fprintf(stderr, "homa-sim: --plot: warning: %s; the results are complete\n", err);
+        rc = 0;
+    } else if (rc != 0) {
+        fprintf(stderr, "homa-sim: --plot: %s\n", err);
+    }
     if (tmp[0]) unlink(tmp);
     return rc;
 }
@@ -672,7 +678,10 @@ static int cmd_fluid(const struct cli *cl, const struct hsim_opts *o)
         } else {
             struct plotcall_args a = {.json = ptmp[0] ? ptmp : cl->json, .out = cl->plot};
             char err[600];
-            if (plotcall_run(&a, err, sizeof(err)) != 0) {
+            int prc = plotcall_run(&a, err, sizeof(err));
+            if (prc == PLOTCALL_SKIPPED) {
+                fprintf(stderr, "homa-sim: --plot: warning: %s; the results are complete\n", err);
+            } else if (prc != 0) {
                 fprintf(stderr, "homa-sim: --plot: %s\n", err);
                 rc = 1;
             }

@@ -161,10 +161,16 @@ int plotcall_run(const struct plotcall_args *a, char *err, size_t errlen)
         free(own[i]);
     free(own);
     free(argv);
-    if (rc != 0) {
+    if (rc == ENOENT) {
         /* ENOENT for an existing script: its interpreter is missing */
-        snprintf(err, errlen, "cannot run %s: %s%s", path, strerror(rc),
-                 rc == ENOENT ? " (homa-plot needs /usr/bin/python3 with matplotlib)" : "");
+        snprintf(err, errlen,
+                 "cannot run %s: %s (homa-plot needs /usr/bin/python3 with matplotlib; "
+                 "Debian: apt-get install python3-matplotlib), no plot drawn",
+                 path, strerror(rc));
+        return PLOTCALL_SKIPPED;
+    }
+    if (rc != 0) {
+        snprintf(err, errlen, "cannot run %s: %s", path, strerror(rc));
         return -1;
     }
     int st;
@@ -175,12 +181,14 @@ int plotcall_run(const struct plotcall_args *a, char *err, size_t errlen)
         }
     }
     if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return 0;
-    if (WIFEXITED(st) && WEXITSTATUS(st) == PLOT_EXIT_NO_MATPLOTLIB)
+    if (WIFEXITED(st) && WEXITSTATUS(st) == PLOT_EXIT_NO_MATPLOTLIB) {
         snprintf(err, errlen,
                  "%s: matplotlib is missing, no plot drawn (Debian: apt-get install "
                  "python3-matplotlib)",
                  path);
-    else if (WIFEXITED(st))
+        return PLOTCALL_SKIPPED;
+    }
+    if (WIFEXITED(st))
         snprintf(err, errlen, "%s failed (exit status %d), no plot drawn", path, WEXITSTATUS(st));
     else
         snprintf(err, errlen, "%s was killed by signal %d, no plot drawn", path,

@@ -32,9 +32,18 @@ struct plotcall_args {
  * $HOMA_PLOT names something that cannot be run. */
 int plotcall_find(char *buf, size_t len, char *err, size_t errlen);
 
-/* Runs homa-plot and waits for it.  Returns 0 when it drew the figure, -1
- * with a message in err otherwise (homa-plot not found, python3 or
- * matplotlib missing, homa-plot failed; its own message went to stderr). */
+/* plotcall_run's result when homa-plot's optional dependencies are missing
+ * (matplotlib cannot be imported, or its interpreter /usr/bin/python3 is not
+ * there): nothing was drawn, but nothing went wrong either.  The tools warn
+ * and keep their exit status: a missing plotting package must not turn a
+ * successful measurement into a failure. */
+#define PLOTCALL_SKIPPED 1
+
+/* Runs homa-plot and waits for it.  Returns 0 when it drew the figure;
+ * PLOTCALL_SKIPPED, with what is missing and how to install it in err, when
+ * python3 or matplotlib is missing; -1 with a message in err otherwise
+ * (homa-plot not found or not runnable, bad arguments, homa-plot failed:
+ * its own message went to stderr). */
 int plotcall_run(const struct plotcall_args *a, char *err, size_t errlen);
 
 /* A fresh temporary file for a JSON to plot: its path goes into buf (at

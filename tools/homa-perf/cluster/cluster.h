@@ -165,9 +165,12 @@ int cluster_main(int argc, char **argv);
 int cluster_agent_main(int argc, char **argv);
 
 /* --plot (cluster/plot.c): homa-plot draws slowdown against message length
- * from the JSON at json_path into out_path.  0, or -1 with a message in err.
+ * from the JSON at json_path into out_path.  0; CLUSTER_PLOT_SKIPPED with
+ * what is missing in err when python3 or matplotlib is (the plot is optional:
+ * a warning, not a failure); or -1 with a message in err.
  * cluster_plot_tmpjson makes an empty temporary file for the JSON when only
  * --plot was given (0, or -1). */
+#define CLUSTER_PLOT_SKIPPED 1
 int cluster_plot(const char *json_path, const char *out_path, const char *title, char *err,
                  size_t errlen);
 int cluster_plot_tmpjson(char *buf, size_t len);

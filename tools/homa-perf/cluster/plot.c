@@ -34,5 +34,6 @@ int cluster_plot(const char *json_path, const char *out_path, const char *title,
                               .kind = "cluster",
                               .figure = "slowdown",
                               .title = title};
-    return plotcall_run(&a, err, errlen);
+    int rc = plotcall_run(&a, err, errlen);
+    return rc == PLOTCALL_SKIPPED ? CLUSTER_PLOT_SKIPPED : rc;
 }

@@ -450,9 +450,18 @@ int cluster_report(const copts o, const wlgen g, const presult *res, int hi, int
         char title[160];
         snprintf(title, sizeof(title), "%s at %.0f%% load, %d hosts, %.3g Gbit/s: slowdown by size",
                  homa_workload_name(g.w), o.load * 100, o.hosts, (double)g_cluster.rate_bps / 1e9);
-        if (cluster_plot(json_path, o.plot_path, title, err, sizeof(err)) < 0) {
+        int prc = cluster_plot(json_path, o.plot_path, title, err, sizeof(err));
+        if (prc < 0) {
             fprintf(stderr, "homa-perf cluster: %s\n", err);
             status = 1;
+        } else if (prc == CLUSTER_PLOT_SKIPPED) {
+            /* the plot is optional: the measurement stands */
+            fflush(stdout);
+            fprintf(stderr,
+                    "homa-perf cluster: warning: plot %s skipped: %s; the results are "
+                    "complete%s%s\n",
+                    o.plot_path, err, plot_json[0] ? "" : ", JSON in ",
+                    plot_json[0] ? "" : json_path);
         } else {
             printf("plot: %s\n", o.plot_path);
         }
