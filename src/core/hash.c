@@ -18,29 +18,8 @@ void homa_htab_destroy(struct homa_htab *t)
     t->nb = t->n = 0;
 }
 
-void homa_htab_add(struct homa_htab *t, struct homa_hnode *n, uint64_t h)
+void homa_htab_grow(struct homa_htab *t, uint64_t (*key)(const struct homa_hnode *n))
 {
-    struct homa_hnode **head = &t->b[h & (t->nb - 1)];
-    n->next = *head;
-    *head = n;
-    t->n++;
-}
-
-bool homa_htab_del(struct homa_htab *t, struct homa_hnode *n, uint64_t h)
-{
-    for (struct homa_hnode **pp = &t->b[h & (t->nb - 1)]; *pp; pp = &(*pp)->next) {
-        if (*pp == n) {
-            *pp = n->next;
-            t->n--;
-            return true;
-        }
-    }
-    return false;
-}
-
-void homa_htab_grow_if_full(struct homa_htab *t, uint64_t (*key)(const struct homa_hnode *n))
-{
-    if (t->n < t->nb) return;
     size_t nnb = t->nb * 2;
     struct homa_hnode **nt = calloc(nnb, sizeof(*nt));
     if (!nt) return; /* keep the old, longer chains */

@@ -44,13 +44,38 @@ static inline struct homa_hnode *homa_htab_first(const struct homa_htab *t, uint
     return t->b[h & (t->nb - 1)];
 }
 /* Inserts n under hash h (at the head of its bucket). */
-void homa_htab_add(struct homa_htab *t, struct homa_hnode *n, uint64_t h);
+static inline void homa_htab_add(struct homa_htab *t, struct homa_hnode *n, uint64_t h)
+{
+    struct homa_hnode **head = &t->b[h & (t->nb - 1)];
+    n->next = *head;
+    *head = n;
+    t->n++;
+}
+
 /* Removes n, inserted under hash h; false if it is not there. */
-bool homa_htab_del(struct homa_htab *t, struct homa_hnode *n, uint64_t h);
-/* Doubles the buckets when the table holds as many elements as buckets
- * (call before an insert); key(n) gives an element's hash.  Out of memory,
+static inline bool homa_htab_del(struct homa_htab *t, struct homa_hnode *n, uint64_t h)
+{
+    for (struct homa_hnode **pp = &t->b[h & (t->nb - 1)]; *pp; pp = &(*pp)->next) {
+        if (*pp == n) {
+            *pp = n->next;
+            t->n--;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Doubles the buckets (key(n) gives an element's hash); out of memory,
  * the table stays as it is (longer chains). */
-void homa_htab_grow_if_full(struct homa_htab *t, uint64_t (*key)(const struct homa_hnode *n));
+void homa_htab_grow(struct homa_htab *t, uint64_t (*key)(const struct homa_hnode *n));
+
+/* Grows the table when it holds as many elements as buckets: call before
+ * an insert. */
+static inline void homa_htab_grow_if_full(struct homa_htab *t,
+                                          uint64_t (*key)(const struct homa_hnode *n))
+{
+    if (t->n >= t->nb) homa_htab_grow(t, key);
+}
 
 /* ---- hash functions of the engine's keys ---- */
 static inline uint64_t homa_mix64(uint64_t x)
