@@ -20,7 +20,7 @@ extern "C" {
 #endif
 
 #define HOMA_VERSION_MAJOR 0
-#define HOMA_VERSION_MINOR 3
+#define HOMA_VERSION_MINOR 4
 #define HOMA_VERSION_PATCH 0
 #define HOMA_VERSION_STRING "0.3.0"
 
