@@ -130,8 +130,12 @@ static void note(const homa_io_rx *r, void *arg)
     if (sn->n_order < 8192) sn->order[sn->n_order++] = (uint16_t)seq;
 }
 
-static void batch_roundtrip(const char *host, unsigned flags, int n, int equal_sizes)
+/* gso_prio < 0: sizes and priorities mixed; else equal sizes (GSO runs
+ * possible) all at priority gso_prio (0: the datagrams carry no TOS control
+ * message, the socket's own TOS being 0). */
+static void batch_roundtrip(const char *host, unsigned flags, int n, int gso_prio)
 {
+    int equal_sizes = gso_prio >= 0;
     homa_io_opts opts = {.flags = flags};
     homa_io_sock *a = open_sock(host, &opts), *b = open_sock(host, &opts);
     static homa_pkt_out pkts[512];
@@ -148,8 +152,8 @@ static void batch_roundtrip(const char *host, unsigned flags, int n, int equal_s
     /* Equal sizes and one priority make GSO runs possible. */
     if (equal_sizes)
         for (int i = 0; i < n; i++) {
-            pkts[i].priority = 3;
-            sn.tos_expect[i] = 3 << 5;
+            pkts[i].priority = (uint8_t)gso_prio;
+            sn.tos_expect[i] = (uint8_t)(gso_prio << 5);
         }
     assert_int_equal(io->send(a, now_ns(), pkts, n), n);
     int got = recv_until(b, n, 2000, note, &sn);
@@ -180,27 +184,38 @@ static void batch_roundtrip(const char *host, unsigned flags, int n, int equal_s
 static void test_batch_ipv4(void **state)
 {
     (void)state;
-    batch_roundtrip("127.0.0.1", HOMA_IO_NO_GSO, 300, 0);
+    batch_roundtrip("127.0.0.1", HOMA_IO_NO_GSO, 300, -1);
 }
 
 static void test_batch_ipv6(void **state)
 {
     (void)state;
-    batch_roundtrip("::1", HOMA_IO_NO_GSO, 300, 0);
+    batch_roundtrip("::1", HOMA_IO_NO_GSO, 300, -1);
 }
 
 static void test_gso_gro_ipv4(void **state)
 {
     (void)state;
     if (!homa_udp_gso_supported()) skip();
-    batch_roundtrip("127.0.0.1", 0, 200, 1);
+    batch_roundtrip("127.0.0.1", 0, 200, 3);
 }
 
 static void test_gso_gro_ipv6(void **state)
 {
     (void)state;
     if (!homa_udp_gso_supported()) skip();
-    batch_roundtrip("::1", 0, 200, 1);
+    batch_roundtrip("::1", 0, 200, 3);
+}
+
+/* Priority 0 needs no TOS control message: GSO runs without one arrive
+ * whole, with TOS 0, over IPv4 and IPv6. */
+static void udp_send__priority_0_without_tos_cmsg(void **state)
+{
+    (void)state;
+    if (!homa_udp_gso_supported()) skip();
+    batch_roundtrip("127.0.0.1", 0, 200, 0);
+    batch_roundtrip("::1", 0, 200, 0);
+    batch_roundtrip("127.0.0.1", HOMA_IO_NO_GSO, 50, 0);
 }
 
 static void test_gso_without_gro(void **state)
@@ -208,7 +223,7 @@ static void test_gso_without_gro(void **state)
     (void)state;
     if (!homa_udp_gso_supported()) skip();
     /* The receiver gets ordinary datagrams (the kernel segments). */
-    batch_roundtrip("127.0.0.1", HOMA_IO_NO_GRO, 100, 1);
+    batch_roundtrip("127.0.0.1", HOMA_IO_NO_GRO, 100, 3);
 }
 
 /* Direct receive: the test's place() hands out room in `area` for packets
@@ -871,6 +886,7 @@ int main(void)
         cmocka_unit_test(udp_recv__gro_buffer_with_truncated_last_segment),
         cmocka_unit_test(test_gso_gro_ipv4),
         cmocka_unit_test(test_gso_gro_ipv6),
+        cmocka_unit_test(udp_send__priority_0_without_tos_cmsg),
         cmocka_unit_test(test_gso_without_gro),
         cmocka_unit_test(test_control_packets_and_garbage),
         cmocka_unit_test(test_direct_receive),
