@@ -34,6 +34,13 @@ cleanup() {
 trap cleanup EXIT
 fail() {
     echo "FAIL: $*"
+    if [ -s "$TMP/client" ]; then
+        echo "--- the client's output:"
+        grep -v -E '^  (engine|driver)\.' "$TMP/client" | tail -20
+        grep -E '^  (engine|driver)\.(timeouts|rpc_timeouts|resend|peer|aborted|failed)' "$TMP/client"
+        echo "--- the server's:"
+        tail -5 "$TMP/server"
+    fi
     exit 1
 }
 
