@@ -272,6 +272,16 @@ HOMA_API int homa_engine_input(homa_engine *eng, uint64_t now, const homa_addr *
 HOMA_API int homa_engine_input_at(homa_engine *eng, uint64_t now, uint64_t arrived,
                                   const homa_addr *src, const uint8_t *pkt, size_t len);
 
+/* A batch of input: a driver that reads many packets at once (recvmmsg,
+ * GRO) brackets them with homa_engine_input_begin() and
+ * homa_engine_input_end().  Each packet (homa_engine_input*, or placed) is
+ * handled as it comes, but the receiver's grant decision and the want_tx
+ * notification are made once, at the end, for all of them: fewer and
+ * larger GRANTs, and one notification.  Batches do not nest; any other
+ * engine call may come in between. */
+HOMA_API void homa_engine_input_begin(homa_engine *eng);
+HOMA_API void homa_engine_input_end(homa_engine *eng, uint64_t now);
+
 /* The unscheduled priority cutoffs this engine, as a receiver, currently
  * tells its senders to use (fixed, or computed from the lengths it receives
  * when config.adaptive_cutoffs is on). */

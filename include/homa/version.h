@@ -20,9 +20,9 @@ extern "C" {
 #endif
 
 #define HOMA_VERSION_MAJOR 0
-#define HOMA_VERSION_MINOR 3
+#define HOMA_VERSION_MINOR 4
 #define HOMA_VERSION_PATCH 0
-#define HOMA_VERSION_STRING "0.3.0"
+#define HOMA_VERSION_STRING "0.4.0"
 
 /* One number that orders versions: (major << 16) | (minor << 8) | patch.  No
  * cast, so that it also works in #if. */

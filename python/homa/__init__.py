@@ -118,7 +118,7 @@ __all__ = [
     "INT64",
 ]
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 
 def serve(sock, handler, *, stop=None, poll=0.1, on_error=None):

@@ -133,7 +133,10 @@ static void fifo_grant(struct homa_engine *eng)
     uint64_t room = eng->cfg.max_incoming > eng->ctr.incoming_bytes
                         ? eng->cfg.max_incoming - eng->ctr.incoming_bytes
                         : 0;
-    uint32_t inc = eng->cfg.fifo_grant_increment;
+    /* Whole packets, as every grant: a partial last packet would end the
+     * sender's GSO batch early and cost a packet of its own. */
+    uint32_t seg = oldest->in.seg_size ? oldest->in.seg_size : oldest->peer->max_payload;
+    uint32_t inc = (eng->cfg.fifo_grant_increment + seg - 1) / seg * seg;
     if (inc > room) return; /* try again when the pipe has drained */
     if (grant_more(eng, oldest, inc, eng->max_sched_prio) > 0) eng->ctr.fifo_grants++;
     eng->nonfifo_left += (int64_t)charge;

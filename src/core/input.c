@@ -462,7 +462,12 @@ static int data_accept(struct homa_engine *eng, uint64_t now, const homa_addr *s
     } else {
         homa_grant_update(eng, rpc);
     }
-    homa_grant_check(eng);
+    /* In a batch (homa_engine_input_begin) the grants are decided once, at
+     * its end, for all the packets it brought. */
+    if (eng->in_batch)
+        eng->batch_grants = true;
+    else
+        homa_grant_check(eng);
     return 0;
 }
 
@@ -555,7 +560,7 @@ int homa_engine_place_end(homa_engine *eng, uint64_t now, const uint8_t *hdr, si
         eng->ctr.pkts_in++;
         eng->ctr.data_placed++;
     }
-    homa_notify_tx(eng);
+    if (!eng->in_batch) homa_notify_tx(eng);
     return ret;
 }
 
@@ -797,6 +802,23 @@ int homa_engine_input_at(homa_engine *eng, uint64_t now, uint64_t arrived, const
         break;
     }
     if (ret == 0) eng->ctr.pkts_in++;
-    homa_notify_tx(eng);
+    if (!eng->in_batch) homa_notify_tx(eng);
     return ret;
+}
+
+void homa_engine_input_begin(homa_engine *eng)
+{
+    if (eng) eng->in_batch = true;
+}
+
+void homa_engine_input_end(homa_engine *eng, uint64_t now)
+{
+    if (!eng || !eng->in_batch) return;
+    eng->in_batch = false;
+    eng->now = now;
+    if (eng->batch_grants) {
+        eng->batch_grants = false;
+        homa_grant_check(eng);
+    }
+    homa_notify_tx(eng);
 }

@@ -208,6 +208,13 @@ struct homa_engine {
 
     /* receiver scheduling */
     int64_t nonfifo_left;
+    /* a batch of input (homa_engine_input_begin .. _end): grant decisions
+     * and the want_tx notification wait for its end */
+    bool in_batch;
+    bool batch_grants;
+    /* The last RPC each kind of lookup found (rpc.c): packets come in runs
+     * for one RPC, so the next lookup usually needs no hashing. */
+    struct homa_rpc *last_client, *last_server;
 
     /* control queue (ring) */
     struct homa_ctl *ctl;

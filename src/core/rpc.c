@@ -64,11 +64,17 @@ void homa_rpc_tables_destroy(struct homa_engine *eng)
 
 struct homa_rpc *homa_find_client(struct homa_engine *eng, uint64_t id)
 {
+    struct homa_rpc *r = eng->last_client;
+    if (r && r->id == id) {
+        homa_timer_soon(eng, r);
+        return r;
+    }
     for (struct homa_hnode *n = homa_htab_first(&eng->client_table, homa_mix64(id)); n;
          n = n->next) {
-        struct homa_rpc *r = HOMA_CONTAINER(n, struct homa_rpc, hnode);
+        r = HOMA_CONTAINER(n, struct homa_rpc, hnode);
         if (r->id == id) {
             homa_timer_soon(eng, r);
+            eng->last_client = r;
             return r;
         }
     }
@@ -78,11 +84,17 @@ struct homa_rpc *homa_find_client(struct homa_engine *eng, uint64_t id)
 struct homa_rpc *homa_find_server(struct homa_engine *eng, uint64_t id, const homa_addr *addr,
                                   uint16_t peer_port)
 {
+    struct homa_rpc *r = eng->last_server;
+    if (r && r->id == id && r->peer_port == peer_port && homa_addr_eq(&r->peer->addr, addr)) {
+        homa_timer_soon(eng, r);
+        return r;
+    }
     uint64_t h = homa_server_key(id, addr, peer_port);
     for (struct homa_hnode *n = homa_htab_first(&eng->server_table, h); n; n = n->next) {
-        struct homa_rpc *r = HOMA_CONTAINER(n, struct homa_rpc, hnode);
+        r = HOMA_CONTAINER(n, struct homa_rpc, hnode);
         if (r->id == id && r->peer_port == peer_port && homa_addr_eq(&r->peer->addr, addr)) {
             homa_timer_soon(eng, r);
+            eng->last_server = r;
             return r;
         }
     }
@@ -162,6 +174,8 @@ void homa_rpc_free(struct homa_engine *eng, struct homa_rpc *rpc)
     if ((rpc->id & 1) && (rpc->state == RPC_SERVER_IN_SERVICE || rpc->state == RPC_SERVER_OUTGOING))
         homa_tomb_add(eng, rpc->id, &rpc->peer->addr, rpc->peer_port);
     homa_htab_del(rpc_table(eng, rpc), &rpc->hnode, rpc_key(rpc));
+    if (eng->last_client == rpc) eng->last_client = NULL;
+    if (eng->last_server == rpc) eng->last_server = NULL;
     hlist_del(&rpc->all_node);
     homa_readyq_remove(&rpc->ready);
     homa_mem_wait_leave(rpc);

@@ -352,9 +352,11 @@ static void tx_unbatch(homa_io_sock *s, struct tx_meta *m)
         mh.msg_namelen = sizeof(m->sa);
         mh.msg_iov = &s->tx_iov[m->iov_start + 2 * k];
         mh.msg_iovlen = 2;
-        /* Keep only the TOS cmsg (the first one). */
-        mh.msg_control = m->ctrl.buf;
-        mh.msg_controllen = CMSG_SPACE(sizeof(int));
+        /* Keep only the TOS cmsg (the first one, when there is one). */
+        if (m->tos != 0) {
+            mh.msg_control = m->ctrl.buf;
+            mh.msg_controllen = CMSG_SPACE(sizeof(int));
+        }
         CTR_ADD(s, send_syscalls, 1);
         size_t len = mh.msg_iov[0].iov_len + mh.msg_iov[1].iov_len;
         int r = (int)sendmsg(s->fd, &mh, 0);
@@ -379,25 +381,35 @@ static void tx_finish_meta(struct tx_meta *m, struct mmsghdr *mm, struct iovec *
     mm->msg_hdr.msg_namelen = sizeof(m->sa);
     mm->msg_hdr.msg_iov = iov + m->iov_start;
     mm->msg_hdr.msg_iovlen = (size_t)m->segs * 2;
-    memset(m->ctrl.buf, 0, sizeof(m->ctrl.buf));
-    mm->msg_hdr.msg_control = m->ctrl.buf;
-    mm->msg_hdr.msg_controllen =
-        CMSG_SPACE(sizeof(int)) + (m->segs > 1 ? CMSG_SPACE(sizeof(uint16_t)) : 0);
-    struct cmsghdr *c = CMSG_FIRSTHDR(&mm->msg_hdr);
-    /* An IPv4-mapped destination goes through the kernel's IPv4 path, which
-     * only honours IP_TOS; a real IPv6 one only IPV6_TCLASS. */
+    /* The socket's own TOS is 0 (priority 0): a datagram of that priority
+     * needs no control message, and a whole batch of one segment none. */
     int tos = m->tos;
-    if (homa_io_addr_is_v4(&m->addr)) {
-        c->cmsg_level = IPPROTO_IP;
-        c->cmsg_type = IP_TOS;
-    } else {
-        c->cmsg_level = IPPROTO_IPV6;
-        c->cmsg_type = IPV6_TCLASS;
+    size_t clen = (tos != 0 ? CMSG_SPACE(sizeof(int)) : 0) +
+                  (m->segs > 1 ? CMSG_SPACE(sizeof(uint16_t)) : 0);
+    if (clen == 0) {
+        mm->msg_hdr.msg_control = NULL;
+        mm->msg_hdr.msg_controllen = 0;
+        return;
     }
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(c), &tos, sizeof(tos));
-    if (m->segs > 1) {
+    memset(m->ctrl.buf, 0, clen);
+    mm->msg_hdr.msg_control = m->ctrl.buf;
+    mm->msg_hdr.msg_controllen = clen;
+    struct cmsghdr *c = CMSG_FIRSTHDR(&mm->msg_hdr);
+    if (tos != 0) {
+        /* An IPv4-mapped destination goes through the kernel's IPv4 path,
+         * which only honours IP_TOS; a real IPv6 one only IPV6_TCLASS. */
+        if (homa_io_addr_is_v4(&m->addr)) {
+            c->cmsg_level = IPPROTO_IP;
+            c->cmsg_type = IP_TOS;
+        } else {
+            c->cmsg_level = IPPROTO_IPV6;
+            c->cmsg_type = IPV6_TCLASS;
+        }
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &tos, sizeof(tos));
         c = CMSG_NXTHDR(&mm->msg_hdr, c);
+    }
+    if (m->segs > 1) {
         c->cmsg_level = SOL_UDP;
         c->cmsg_type = UDP_SEGMENT;
         c->cmsg_len = CMSG_LEN(sizeof(uint16_t));

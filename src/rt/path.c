@@ -90,6 +90,7 @@ static struct path_entry *path_find(homa_runtime *rt, const homa_addr *a)
 
 static void path_insert(homa_runtime *rt, const homa_addr *a, uint32_t payload, uint64_t now)
 {
+    rt->path_last_until = 0; /* an insert may evict the memo's entry */
     struct path_entry *e = path_find(rt, a);
     if (e == NULL) {
         struct path_entry *set = path_set(rt, a);
@@ -124,8 +125,15 @@ void rt_path_prepare_rx(homa_runtime *rt, const homa_addr *src, const uint8_t *p
                         size_t len, uint64_t now)
 {
     if (rt->paths == NULL) return;
+    /* Packets come in runs from one peer: the last one checked is fresh
+     * until its entry's probe gets old (no hashing per packet). */
+    if (now < rt->path_last_until && memcmp(src, &rt->path_last, sizeof(*src)) == 0) return;
     const struct path_entry *e = path_find(rt, src);
-    if (e != NULL && now - e->probed < PATH_TTL_NS) return;
+    if (e != NULL && now - e->probed < PATH_TTL_NS) {
+        rt->path_last = *src;
+        rt->path_last_until = e->probed + PATH_TTL_NS;
+        return;
+    }
     struct homa_wire_pkt w;
     if (homa_wire_decode_hdr(pkt, avail, len, &w) != HOMA_WIRE_OK || w.type != HOMA_PKT_DATA)
         return;

@@ -280,7 +280,7 @@ int rt_poll_socks(homa_runtime *rt, homa_io_sock *const *list, int n_socks)
     int backlog = 0;
     for (int k = 0; k < n_socks; k++) {
         homa_io_sock *io = list[k];
-        int got = 0;
+        int got = 0, batch = 0;
         uint64_t bytes = 0, untx = 0;
         while (got < RX_BUDGET && bytes < RX_BYTES_BUDGET) {
             uint64_t stall = rt->test_read_stall_ns;
@@ -299,6 +299,10 @@ int rt_poll_socks(homa_runtime *rt, homa_io_sock *const *list, int n_socks)
                     rt_path_prepare_rx(rt, &p->src, p->data, p->len, p->len, now);
             }
             int placed = 0;
+            /* One batch for what one read brought (or a run of placed
+             * packets): the engine decides grants once for all of it. */
+            if (!batch) homa_engine_input_begin(rt->eng);
+            batch = 1;
             for (int i = 0; i < n; i++) {
                 homa_io_rx *p = &rt->rx[i];
                 bytes += p->len;
@@ -321,9 +325,15 @@ int rt_poll_socks(homa_runtime *rt, homa_io_sock *const *list, int n_socks)
              * on, and send what they produced (grants, merged per RPC) once
              * RX_TX_BYTES have come in or the socket is empty. */
             if (placed && n == 1 && untx < RX_TX_BYTES) continue;
+            homa_engine_input_end(rt->eng, homa_rt_now());
+            batch = 0;
             rt_tx_run(rt, RT_TX_POLL_BUDGET);
             untx = 0;
             if (n < RT_RX_CHUNK && !placed) break;
+        }
+        if (batch) {
+            homa_engine_input_end(rt->eng, homa_rt_now());
+            batch = 0;
         }
         if (untx > 0) rt_tx_run(rt, RT_TX_POLL_BUDGET);
         if (got >= RX_BUDGET || bytes >= RX_BYTES_BUDGET) backlog = 1;

@@ -99,7 +99,9 @@ struct homa_socket {
 
 enum { POLLER_NONE = 0, POLLER_APP, POLLER_BG };
 
-#define RT_TX_PULL 64  /* packets per homa_engine_pull */
+/* Packets per homa_engine_pull: enough for several whole GSO batches (44
+ * packets of 1,452 bytes at MTU 1500 fill one 64 KB datagram). */
+#define RT_TX_PULL 256
 #define RT_RX_CHUNK 64 /* packets per driver recv */
 
 struct homa_runtime {
@@ -138,8 +140,9 @@ struct homa_runtime {
 
     /* Transmit. */
     int tx_busy;
-    int tx_wanted; /* the engine called want_tx since the last pull */
-    int tx_more;   /* a transmission stopped at its budget with packets left */
+    int tx_wanted;         /* the engine called want_tx since the last pull */
+    int tx_more;           /* a transmission stopped at its budget with packets left */
+    uint32_t tx_pkt_bytes; /* mean bytes per packet of the last pull (rt_tx_run) */
     /* When a poll pass last left every socket empty. */
     uint64_t last_drain;
     /* When a socket was last read (or found empty by the caller's epoll):
@@ -171,6 +174,8 @@ struct homa_runtime {
     /* Path payloads per peer (path.c); NULL when every peer gets
      * cfg.max_payload. */
     struct path_entry *paths;
+    homa_addr path_last;      /* the source last found fresh in paths ... */
+    uint64_t path_last_until; /* ... and until when (rt_path_prepare_rx) */
 
     /* Driven (driven.h): no background thread; one caller thread runs the
      * receive path, the timers and the pacer. */

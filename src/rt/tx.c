@@ -131,7 +131,12 @@ void rt_tx_run(homa_runtime *rt, uint64_t budget)
     if (rt->tx_busy) return;
     rt->tx_busy = 1;
     uint64_t sent = 0;
-    uint32_t per_pkt = rt->cfg.max_payload ? rt->cfg.max_payload : 1;
+    /* Packets are as large as their path allows: the runtime's max_payload
+     * (the host's largest MTU: loopback's 64 KB) is the size of few of them
+     * on a real link.  So the budget counts in the size of the packets the
+     * last pull returned, and a pull of 1,500-byte packets fills whole GSO
+     * batches instead of stopping at budget / 64 KB packets. */
+    if (rt->tx_pkt_bytes == 0) rt->tx_pkt_bytes = rt->cfg.max_payload ? rt->cfg.max_payload : 1;
     for (;;) {
         if (sent >= budget) {
             rt->tx_more = 1;
@@ -140,7 +145,7 @@ void rt_tx_run(homa_runtime *rt, uint64_t budget)
         rt->tx_wanted = 0;
         uint64_t now = homa_rt_now();
         /* Whole packets up to the budget (at least one). */
-        uint64_t fit = (budget - sent + per_pkt - 1) / per_pkt;
+        uint64_t fit = (budget - sent + rt->tx_pkt_bytes - 1) / rt->tx_pkt_bytes;
         int max = fit < RT_TX_PULL ? (int)fit : RT_TX_PULL;
         int n = homa_engine_pull(rt->eng, now, rt->tx_pkts, max);
         if (n <= 0) {
@@ -152,6 +157,7 @@ void rt_tx_run(homa_runtime *rt, uint64_t budget)
         homa_io_sock *ios[RT_TX_PULL];
         uint8_t local[RT_TX_PULL];
         int nlocal = 0;
+        uint64_t pulled = 0;
         for (int i = 0; i < n; i++) {
             homa_socket *s = rt->port_map[rt->tx_pkts[i].sport];
             ios[i] = s ? s->io : NULL;
@@ -160,8 +166,10 @@ void rt_tx_run(homa_runtime *rt, uint64_t budget)
                 ios[i] = NULL; /* not sent */
                 nlocal++;
             }
-            sent += rt->tx_pkts[i].payload_len + rt->tx_pkts[i].hdr_len;
+            pulled += rt->tx_pkts[i].payload_len + rt->tx_pkts[i].hdr_len;
         }
+        sent += pulled;
+        rt->tx_pkt_bytes = (uint32_t)(pulled / (uint64_t)n) + 1;
         pthread_mutex_unlock(&rt->lock);
         int i = 0;
         while (i < n) {

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
@@ -129,8 +130,12 @@ static void note(const homa_io_rx *r, void *arg)
     if (sn->n_order < 8192) sn->order[sn->n_order++] = (uint16_t)seq;
 }
 
-static void batch_roundtrip(const char *host, unsigned flags, int n, int equal_sizes)
+/* gso_prio < 0: sizes and priorities mixed; else equal sizes (GSO runs
+ * possible) all at priority gso_prio (0: the datagrams carry no TOS control
+ * message, the socket's own TOS being 0). */
+static void batch_roundtrip(const char *host, unsigned flags, int n, int gso_prio)
 {
+    int equal_sizes = gso_prio >= 0;
     homa_io_opts opts = {.flags = flags};
     homa_io_sock *a = open_sock(host, &opts), *b = open_sock(host, &opts);
     static homa_pkt_out pkts[512];
@@ -147,8 +152,8 @@ static void batch_roundtrip(const char *host, unsigned flags, int n, int equal_s
     /* Equal sizes and one priority make GSO runs possible. */
     if (equal_sizes)
         for (int i = 0; i < n; i++) {
-            pkts[i].priority = 3;
-            sn.tos_expect[i] = 3 << 5;
+            pkts[i].priority = (uint8_t)gso_prio;
+            sn.tos_expect[i] = (uint8_t)(gso_prio << 5);
         }
     assert_int_equal(io->send(a, now_ns(), pkts, n), n);
     int got = recv_until(b, n, 2000, note, &sn);
@@ -179,27 +184,38 @@ static void batch_roundtrip(const char *host, unsigned flags, int n, int equal_s
 static void test_batch_ipv4(void **state)
 {
     (void)state;
-    batch_roundtrip("127.0.0.1", HOMA_IO_NO_GSO, 300, 0);
+    batch_roundtrip("127.0.0.1", HOMA_IO_NO_GSO, 300, -1);
 }
 
 static void test_batch_ipv6(void **state)
 {
     (void)state;
-    batch_roundtrip("::1", HOMA_IO_NO_GSO, 300, 0);
+    batch_roundtrip("::1", HOMA_IO_NO_GSO, 300, -1);
 }
 
 static void test_gso_gro_ipv4(void **state)
 {
     (void)state;
     if (!homa_udp_gso_supported()) skip();
-    batch_roundtrip("127.0.0.1", 0, 200, 1);
+    batch_roundtrip("127.0.0.1", 0, 200, 3);
 }
 
 static void test_gso_gro_ipv6(void **state)
 {
     (void)state;
     if (!homa_udp_gso_supported()) skip();
-    batch_roundtrip("::1", 0, 200, 1);
+    batch_roundtrip("::1", 0, 200, 3);
+}
+
+/* Priority 0 needs no TOS control message: GSO runs without one arrive
+ * whole, with TOS 0, over IPv4 and IPv6. */
+static void udp_send__priority_0_without_tos_cmsg(void **state)
+{
+    (void)state;
+    if (!homa_udp_gso_supported()) skip();
+    batch_roundtrip("127.0.0.1", 0, 200, 0);
+    batch_roundtrip("::1", 0, 200, 0);
+    batch_roundtrip("127.0.0.1", HOMA_IO_NO_GSO, 50, 0);
 }
 
 static void test_gso_without_gro(void **state)
@@ -207,7 +223,7 @@ static void test_gso_without_gro(void **state)
     (void)state;
     if (!homa_udp_gso_supported()) skip();
     /* The receiver gets ordinary datagrams (the kernel segments). */
-    batch_roundtrip("127.0.0.1", HOMA_IO_NO_GRO, 100, 1);
+    batch_roundtrip("127.0.0.1", HOMA_IO_NO_GRO, 100, 3);
 }
 
 /* Direct receive: the test's place() hands out room in `area` for packets
@@ -231,6 +247,110 @@ static uint8_t *test_place(void *ctx, uint64_t now, const homa_addr *src, const 
     pl->asked++;
     if (seq % 2 || seq / 2 >= 8) return NULL;
     return pl->area[seq / 2];
+}
+
+/* Whole GSO batches at several MTUs: a send of DATA packets of one size
+ * goes out as datagrams of as many segments as one UDP datagram holds
+ * (64 at most, 65,000 bytes), and a shorter last packet ends the last
+ * batch without a datagram of its own; the receiver splits the GRO
+ * buffers back into every packet, byte for byte. */
+static void udp_send__whole_gso_batches_per_mtu(void **state)
+{
+    (void)state;
+    if (!homa_udp_gso_supported()) skip();
+    static const uint32_t mtus[] = {1280, 1500, 9000};
+    static homa_pkt_out pkts[256];
+    static uint8_t bufs[256][9000];
+    static struct seen sn;
+    for (size_t m = 0; m < sizeof(mtus) / sizeof(mtus[0]); m++) {
+        uint32_t payload = mtus[m] - 104; /* IPv6 + UDP + the DATA header */
+        uint32_t pkt = HOMA_DATA_HDR_LEN + payload;
+        uint32_t per = 65000 / pkt;
+        if (per > 64) per = 64;
+        int n = (int)(3 * per); /* three batches, the last packet short */
+        assert_true(n <= 256);
+        homa_io_sock *a = open_sock("127.0.0.1", NULL), *b = open_sock("127.0.0.1", NULL);
+        memset(&sn, 0, sizeof(sn));
+        for (int i = 0; i < n; i++) {
+            uint32_t len = i == n - 1 ? payload / 3 : payload;
+            make_data(&pkts[i], a, b, (uint32_t)i, 4, bufs[i], len);
+            sn.tos_expect[i] = 4 << 5;
+            sn.len_expect[i] = len;
+        }
+        assert_int_equal(io->send(a, now_ns(), pkts, n), n);
+        assert_int_equal(recv_until(b, n, 2000, note, &sn), n);
+        assert_int_equal(sn.bad, 0);
+        for (int i = 0; i < n; i++)
+            assert_int_equal(sn.hit[i], 1);
+        homa_driver_counters ca, cb;
+        memset(&ca, 0, sizeof(ca));
+        memset(&cb, 0, sizeof(cb));
+        io->counters(a, &ca);
+        io->counters(b, &cb);
+        assert_int_equal(ca.gso_sends, 3);
+        assert_int_equal(ca.gso_segments, (uint64_t)n);
+        assert_int_equal(ca.datagrams_out, (uint64_t)n);
+        assert_int_equal(ca.send_syscalls, 1);
+        if (homa_udp_uses_gro(b)) {
+            assert_int_equal(cb.gro_buffers, 3);
+            assert_int_equal(cb.gro_segments, (uint64_t)n);
+        }
+        io->close(a);
+        io->close(b);
+    }
+}
+
+/* A GRO buffer is split at its segment size; a last segment too short to
+ * be a Homa packet (cut short) is counted as garbage, never handed up, and
+ * the whole segments before it arrive intact. */
+static void udp_recv__gro_buffer_with_truncated_last_segment(void **state)
+{
+    (void)state;
+    if (!homa_udp_gso_supported() || !homa_udp_gro_supported()) skip();
+    homa_io_sock *b = open_sock("127.0.0.1", NULL);
+    homa_endpoint eb;
+    io->local(b, &eb);
+    if (!homa_udp_uses_gro(b)) {
+        io->close(b);
+        skip();
+    }
+    /* Three packets of 1,200 bytes of payload, then 20 bytes, in one
+     * datagram cut every 1,256 bytes by the kernel (UDP_SEGMENT). */
+    enum { PAY = 1200, SEG = HOMA_DATA_HDR_LEN + PAY };
+    static uint8_t dgram[3 * SEG + 20];
+    static struct seen sn;
+    memset(&sn, 0, sizeof(sn));
+    for (int i = 0; i < 3; i++) {
+        homa_pkt_out p;
+        static uint8_t pay[PAY];
+        make_data(&p, b, b, (uint32_t)i, 0, pay, PAY);
+        memcpy(dgram + i * SEG, p.hdr, HOMA_DATA_HDR_LEN);
+        memcpy(dgram + i * SEG + HOMA_DATA_HDR_LEN, pay, PAY);
+        sn.len_expect[i] = PAY;
+    }
+    memset(dgram + 3 * SEG, 0x77, 20);
+    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    assert_true(fd >= 0);
+    int seg = SEG;
+    assert_int_equal(setsockopt(fd, IPPROTO_UDP, 103 /* UDP_SEGMENT */, &seg, sizeof(seg)), 0);
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(eb.port)};
+    to.sin_addr.s_addr = htonl(0x7f000001);
+    assert_int_equal(sendto(fd, dgram, sizeof(dgram), 0, (struct sockaddr *)&to, sizeof(to)),
+                     (ssize_t)sizeof(dgram));
+    close(fd);
+    assert_int_equal(recv_until(b, 3, 2000, note, &sn), 3);
+    usleep(10000);
+    assert_int_equal(recv_until(b, 1, 50, note, &sn), 0); /* nothing more */
+    assert_int_equal(sn.bad, 0);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(sn.hit[i], 1);
+    homa_driver_counters cb;
+    memset(&cb, 0, sizeof(cb));
+    io->counters(b, &cb);
+    assert_int_equal(cb.gro_buffers, 1);
+    assert_int_equal(cb.garbage_in, 1);
+    assert_int_equal(cb.datagrams_in, 4);
+    io->close(b);
 }
 
 static void test_direct_receive(void **state)
@@ -762,8 +882,11 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batch_ipv4),
         cmocka_unit_test(test_batch_ipv6),
+        cmocka_unit_test(udp_send__whole_gso_batches_per_mtu),
+        cmocka_unit_test(udp_recv__gro_buffer_with_truncated_last_segment),
         cmocka_unit_test(test_gso_gro_ipv4),
         cmocka_unit_test(test_gso_gro_ipv6),
+        cmocka_unit_test(udp_send__priority_0_without_tos_cmsg),
         cmocka_unit_test(test_gso_without_gro),
         cmocka_unit_test(test_control_packets_and_garbage),
         cmocka_unit_test(test_direct_receive),

@@ -33,7 +33,7 @@ expect_error() {
 # ---- without matplotlib too --------------------------------------------------
 "$plot" --help > "$out/help.txt" 2>&1 || bad "--help failed"
 grep -q -- '--figure' "$out/help.txt" || bad "--help does not describe --figure"
-for k in sim sim-runs fluid client compare cluster coll allreduce ddp; do
+for k in sim sim-runs fluid client compare cluster coll allreduce ddp link; do
     grep -q "^  $k " "$out/help.txt" || bad "--help does not list kind $k"
 done
 printf '{"tool": "homa-sim", ' > "$out/truncated.json"
@@ -74,6 +74,7 @@ cluster cluster slowdown slowdown-panels bucket-latency latency short goodput
 coll coll latency bandwidth
 allreduce allreduce latency bandwidth
 ddp ddp steps
+link link goodput cpu rtt rtt-p99
 LIST
 files=$(while read -r name _; do printf '%s ' "$fx/$name.json"; done < "$out/kinds.txt")
 # shellcheck disable=SC2086 # one word per file
@@ -90,7 +91,7 @@ while read -r name kind figs; do
             bad "$name: figure $f: $("$here/png_ok.sh" "$out/$name-$f.png")"
     done
 done < "$out/kinds.txt"
-[ "$(ls "$out"/*-*.png | wc -l)" -eq 32 ] || bad "not 32 figures: $(ls "$out"/*-*.png | wc -l)"
+[ "$(ls "$out"/*-*.png | wc -l)" -eq 36 ] || bad "not 36 figures: $(ls "$out"/*-*.png | wc -l)"
 
 # ---- formats, stdin, options --------------------------------------------------
 "$plot" -q "$fx/sim.json" -o "$out/sim.svg" && grep -q '<svg' "$out/sim.svg" || bad "SVG output"

@@ -295,6 +295,7 @@ static void homa_grant_check__fifo_grant_reaches_oldest(void **state)
     homa_engine *e = fifo_setup(&off);
     assert_true(grants_to(e, 1, &max) >= 1);
     assert_true(max >= 2800 + 10000); /* beyond its SRPT window */
+    assert_int_equal((max - 2800) % 1400, 0); /* whole packets */
     homa_counters c;
     homa_engine_counters(e, &c);
     assert_true(c.fifo_grants >= 1);
@@ -311,20 +312,21 @@ static void homa_grant_check__fifo_waits_for_last_grant(void **state)
     uint32_t off, old_max;
     homa_engine *e = fifo_setup(&off);
     assert_true(grants_to(e, 1, &old_max) >= 1);
-    assert_int_equal(old_max, 2800 + 10000);
+    /* fifo_grant_increment 10,000 in whole packets of 1,400: 11,200 */
+    assert_int_equal(old_max, 2800 + 11200);
     homa_counters c;
     homa_engine_counters(e, &c);
     assert_int_equal(c.fifo_grants, 1);
     assert_true(c.fifo_skipped >= 1);
     /* the oldest's sender sends what it was granted; the next turn grants */
-    for (uint32_t o = 1400; o < 12800; o += 1400) {
-        uint32_t len = o + 1400 <= 12800 ? 1400 : 12800 - o;
+    for (uint32_t o = 1400; o < 14000; o += 1400) {
+        uint32_t len = o + 1400 <= 14000 ? 1400 : 14000 - o;
         assert_int_equal(data_inc(e, 2, 1, 2, 900000, o, len, 1400), 0);
     }
     for (int i = 0; i < 70; i++, off += 1400)
         assert_int_equal(data(e, 3, 2, 2, 500000, off, 1400), 0);
     grants_to(e, 1, &old_max);
-    assert_int_equal(old_max, 12800 + 10000);
+    assert_int_equal(old_max, 14000 + 11200);
     homa_engine_counters(e, &c);
     assert_int_equal(c.fifo_grants, 2);
     homa_engine_destroy(e);

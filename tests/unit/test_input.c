@@ -1246,9 +1246,85 @@ static void homa_engine_input__ack_without_records_ends_named_rpc(void **state)
     pair_destroy(&p);
 }
 
+/* ---- input batches (homa_engine_input_begin/_end) ---- */
+
+static void count_want_tx(void *ctx)
+{
+    (*(int *)ctx)++;
+}
+
+/* A DATA packet of a 500,000-byte request (client id 100) at offset off. */
+static size_t batch_data(uint8_t *buf, uint32_t off)
+{
+    struct homa_wire_pkt p;
+    memset(&p, 0, sizeof(p));
+    p.type = HOMA_PKT_DATA;
+    p.sport = 1000;
+    p.dport = PORT;
+    p.sender_id = 100;
+    p.u.data.message_length = 500000;
+    p.u.data.incoming = 40000;
+    p.u.data.offset = off;
+    p.u.data.cutoff_version = 1;
+    size_t hl = homa_wire_encode(&p, buf);
+    memset(buf + hl, 0xab, 1400);
+    return hl + 1400;
+}
+
+static int grants_queued(homa_engine *e)
+{
+    homa_pkt_out out[64];
+    int n = homa_engine_pull(e, e->now, out, 64), g = 0;
+    for (int i = 0; i < n; i++) {
+        struct homa_wire_pkt w;
+        if (homa_wire_decode(out[i].hdr, out[i].hdr_len, &w) == HOMA_WIRE_OK &&
+            w.type == HOMA_PKT_GRANT)
+            g++;
+    }
+    homa_engine_pull_done(e);
+    return g;
+}
+
+/* In a batch, the packets are taken as they come, but the grant decision
+ * and the want_tx notification wait for its end: one GRANT and one
+ * notification for the whole batch. */
+static void homa_engine_input_end__grants_once_for_the_batch(void **state)
+{
+    (void)state;
+    int wanted = 0;
+    homa_engine_ops ops = {.ctx = &wanted, .want_tx = count_want_tx};
+    homa_engine *e;
+    assert_int_equal(homa_engine_create(NULL, &ops, &e), 0);
+    assert_int_equal(homa_engine_port_open(e, PORT), 0);
+    uint8_t buf[2000];
+    homa_engine_input_begin(e);
+    for (uint32_t off = 0; off < 20 * 1400; off += 1400) {
+        size_t len = batch_data(buf, off);
+        assert_int_equal(homa_engine_input(e, 1000, &peer, buf, len), 0);
+    }
+    assert_int_equal(wanted, 0);
+    assert_int_equal(e->ctl_count, 0); /* no GRANT decided yet */
+    homa_counters c;
+    homa_engine_counters(e, &c);
+    assert_int_equal(c.data_in, 20); /* but every packet was taken */
+    homa_engine_input_end(e, 1000);
+    assert_int_equal(wanted, 1);
+    assert_int_equal(grants_queued(e), 1);
+    homa_engine_input_end(e, 1000); /* not in a batch: nothing */
+    assert_int_equal(wanted, 1);
+    /* Outside a batch the same packets bring a decision each. */
+    for (uint32_t off = 20 * 1400; off < 40 * 1400; off += 1400) {
+        size_t len = batch_data(buf, off);
+        assert_int_equal(homa_engine_input(e, 2000, &peer, buf, len), 0);
+    }
+    assert_true(wanted > 2); /* a notification with each packet once a GRANT waits */
+    homa_engine_destroy(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(homa_engine_input_end__grants_once_for_the_batch),
         cmocka_unit_test(homa_engine_input__truncation_at_every_byte),
         cmocka_unit_test(homa_engine_input__fields_out_of_range),
         cmocka_unit_test(homa_engine_input__grant_beyond_message_end),

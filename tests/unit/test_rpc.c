@@ -95,6 +95,28 @@ static void homa_rpc_new__found_by_kind_until_freed(void **state)
     homa_engine_destroy(e);
 }
 
+/* The lookups remember the last RPC found: a freed one must not be
+ * found again through that memory. */
+static void homa_find_client__remembered_rpc_forgotten_when_freed(void **state)
+{
+    (void)state;
+    struct homa_engine *e = make(NULL);
+    homa_addr a = addr_n(5);
+    struct homa_port *port = homa_port_find(e, PORT);
+    struct homa_peer *p = homa_peer_get(e, &a, true);
+    struct homa_rpc *c = homa_rpc_new(e, 10, port, p, 1000, RPC_CLIENT_ACTIVE);
+    struct homa_rpc *s = homa_rpc_new(e, 11, port, p, 1000, RPC_SERVER_INCOMING);
+    assert_ptr_equal(homa_find_client(e, 10), c);
+    assert_ptr_equal(homa_find_client(e, 10), c); /* the remembered one */
+    assert_ptr_equal(homa_find_server(e, 11, &a, 1000), s);
+    assert_null(homa_find_server(e, 11, &a, 1001)); /* remembered, but not this key */
+    homa_rpc_free(e, c);
+    homa_rpc_free(e, s);
+    assert_null(homa_find_client(e, 10));
+    assert_null(homa_find_server(e, 11, &a, 1000));
+    homa_engine_destroy(e);
+}
+
 static void homa_rpc_make_ready__queues_on_its_port(void **state)
 {
     (void)state;
@@ -188,6 +210,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(homa_rpc_transition_ok__only_the_listed_ones),
         cmocka_unit_test(homa_rpc_new__found_by_kind_until_freed),
+        cmocka_unit_test(homa_find_client__remembered_rpc_forgotten_when_freed),
         cmocka_unit_test(homa_rpc_make_ready__queues_on_its_port),
         cmocka_unit_test(homa_tomb_add__ring_drops_the_oldest),
         cmocka_unit_test(homa_tombs_expire__after_their_life),

@@ -56,16 +56,23 @@ static void fatal_tp(perf_result *r, int proto, const char *what, int err)
 /* The request of slot i: the transport's own buffer when it can send
  * without copying (get_buf), else the shared one; the pattern with
  * --verify.  NULL if out of memory. */
+/* Zero-copy sends (get_buf/send_buf) recycle each response as the next
+ * request of its slot: only for echoes, whose responses are as long. */
+static int zero_copy(const pt_client *c)
+{
+    return c->ops->get_buf && c->ops->send_buf && perf_reply_size < 0;
+}
+
 static uint8_t *closed_fill(const perf_opts *o, pt_client *c, int i, uint64_t seq, uint8_t *shared)
 {
-    uint8_t *b = c->ops->get_buf && c->ops->send_buf ? c->ops->get_buf(c, i, o->size) : shared;
+    uint8_t *b = zero_copy(c) ? c->ops->get_buf(c, i, o->size) : shared;
     if (b && o->verify) pattern_fill(b, o->size, seq);
     return b;
 }
 
 static int closed_send(const perf_opts *o, pt_client *c, int i, uint8_t *b)
 {
-    if (c->ops->get_buf && c->ops->send_buf) return c->ops->send_buf(c, i, (uint64_t)i, b, o->size);
+    if (zero_copy(c)) return c->ops->send_buf(c, i, (uint64_t)i, b, o->size);
     return c->ops->send(c, i, (uint64_t)i, b, o->size);
 }
 
@@ -75,9 +82,12 @@ static void closed_loop(tctx *t, pt_client *c)
     perf_result *r = &t->res;
     int n = o->outstanding;
     size_t size = o->size;
+    /* the response length: an echo, or --reply-size */
+    size_t reply = perf_reply_size >= 0 ? (size_t)perf_reply_size : size;
     uint64_t *seq = calloc((size_t)n, sizeof(uint64_t));
     uint64_t *t_send = calloc((size_t)n, sizeof(uint64_t));
     uint8_t *buf = malloc(size ? size : 1);
+    if (buf) memset(buf, 0x5a, size); /* the bytes get_buf gives a new buffer */
     pt_completion comp[POLL_BATCH];
     if (!seq || !t_send || !buf) {
         snprintf(r->fatal, sizeof(r->fatal), "out of memory");
@@ -122,14 +132,14 @@ static void closed_loop(tctx *t, pt_client *c)
             int measured = t_send[i] >= warm_end && t_send[i] < end;
             if (comp[k].error) {
                 perf_result_fail(r, comp[k].error, 1);
-            } else if (o->verify &&
+            } else if (o->verify && perf_reply_size < 0 &&
                        (comp[k].len != size || !pattern_check(comp[k].data, size, seq[i]))) {
                 r->mismatches++;
-            } else if (comp[k].len != size) {
+            } else if (comp[k].len != reply) {
                 r->mismatches++;
             } else if (measured) {
                 r->rpcs++;
-                r->bytes += 2 * (uint64_t)size;
+                r->bytes += (uint64_t)size + reply;
                 hist_record(&r->lat, now - t_send[i]);
                 if (now > last_done) last_done = now;
             }

@@ -314,6 +314,7 @@ typedef struct hserver {
     atomic_int stop;
     int nthreads;
     pthread_t *threads;
+    uint8_t *zeros; /* --reply-size bytes */
 } hserver;
 
 static void *hserver_main(void *arg)
@@ -325,6 +326,12 @@ static void *hserver_main(void *arg)
         int rc = homa_recv(s->sock, HOMA_RECV_REQUEST, 0, SERVER_POLL_NS, &m);
         if (rc == HOMA_ERR_SHUTDOWN) break;
         if (rc < 0) continue;
+        if (perf_reply_size >= 0) {
+            /* --reply-size: an answer of that length (zeros), not an echo. */
+            homa_reply_msg(s->sock, &m, s->zeros, (size_t)perf_reply_size);
+            homa_release(s->sock, &m);
+            continue;
+        }
         /* Echo without copying: the request's buffer becomes the reply. */
         void *buf = homa_msg_take(s->sock, &m);
         if (buf == NULL)
@@ -351,6 +358,7 @@ static void hserver_stop(pt_server *base)
     dump_counters(s->rt, "server");
     if (s->sock) homa_socket_close(s->sock);
     if (s->rt) homa_runtime_destroy(s->rt);
+    free(s->zeros);
     free(s);
 }
 
@@ -367,7 +375,8 @@ int homa_server_start(uint16_t port, int threads, int busy_poll_us, pt_server **
     if (!s) return -ENOMEM;
     s->base.ops = &hserver_ops;
     s->threads = calloc((size_t)threads, sizeof(pthread_t));
-    if (!s->threads) {
+    if (perf_reply_size >= 0) s->zeros = calloc(1, (size_t)perf_reply_size + 1);
+    if (!s->threads || (perf_reply_size >= 0 && !s->zeros)) {
         hserver_stop(&s->base);
         return -ENOMEM;
     }

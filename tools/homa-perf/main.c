@@ -87,6 +87,9 @@ static const char usage_text[] =
     "  --class N            (server, client) scheduling class 0-3 of the Homa sockets\n"
     "                       (homa_socket_set_class: higher first, then SRPT; through\n"
     "                       homad it orders this process against the host's others)\n"
+    "  --reply-size BYTES   (server, client; rtt/tput) responses of this length, zeros,\n"
+    "                       instead of echoes: 0 makes a one-way test (goodput then\n"
+    "                       counts request + response bytes, i.e. the requests)\n"
     "\n"
     "Latency: CLOCK_MONOTONIC from just before the send call to the return of the\n"
     "poll that delivered the response, every RPC recorded in a log-linear histogram\n"
@@ -158,6 +161,7 @@ enum {
     OPT_NOPLACE,
     OPT_DRIVER,
     OPT_CLASS,
+    OPT_REPLYSIZE,
     OPT_HELP,
 };
 
@@ -187,6 +191,7 @@ static const struct option long_opts[] = {
     {"no-place", no_argument, NULL, OPT_NOPLACE},
     {"driver", required_argument, NULL, OPT_DRIVER},
     {"class", required_argument, NULL, OPT_CLASS},
+    {"reply-size", required_argument, NULL, OPT_REPLYSIZE},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -323,6 +328,11 @@ static int parse_args(int argc, char **argv, cli *c)
         case OPT_COUNTERS:
             homa_perf_counters = 1;
             break;
+        case OPT_REPLYSIZE:
+            if (parse_u64(optarg, &u) < 0 || u > 0x7fffffff)
+                return bad("bad --reply-size '%s'", optarg);
+            perf_reply_size = (long)u;
+            break;
         case OPT_HOMACONFIG: {
             homa_config cfg;
             homa_config_default(&cfg);
@@ -362,6 +372,8 @@ static int parse_args(int argc, char **argv, cli *c)
     }
     if (c->mode == MODE_CLIENT && !o->server) return bad("%s", "--server HOST:PORT is required");
     if (!c->have_test) return bad("%s", "--test rtt|tput|workload is required");
+    if (o->test == TEST_WORKLOAD && perf_reply_size >= 0)
+        return bad("%s", "--reply-size is for --test rtt and tput (workload responses echo)");
     if (!c->have_size)
         o->size = o->test == TEST_TPUT ? PERF_DEFAULT_TPUT_SIZE : PERF_DEFAULT_RTT_SIZE;
     if (!c->have_outstanding)

@@ -175,6 +175,9 @@ int homa_server_start(uint16_t port, int threads, int busy_poll_us, pt_server **
                       size_t errlen);
 /* Set by --counters: Homa runtimes print their counters when they end. */
 extern int homa_perf_counters;
+/* --reply-size: servers answer every request with this many bytes (zeros),
+ * and clients expect that (one-way tests: 0); -1, the default, echoes. */
+extern long perf_reply_size;
 /* --homa-config (cluster_homa_apply() syntax) and --no-place: applied to
  * every Homa runtime homa-perf creates (client and server). */
 extern const char *homa_perf_config;

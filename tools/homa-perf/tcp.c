@@ -481,6 +481,28 @@ static int sconn_interest(worker *w, sconn *c, int want_out)
     return 0;
 }
 
+/* --reply-size: answers each complete frame in c->in[start, end) with a
+ * frame of perf_reply_size zero bytes.  Returns 0 or -1 (close). */
+static int sconn_answer(worker *w, sconn *c, size_t start, size_t end)
+{
+    static const uint8_t zeros[READ_CHUNK];
+    size_t n = (size_t)perf_reply_size;
+    for (size_t at = start; at < end; at += FRAME_HDR + get_be32(c->in.p + at)) {
+        uint8_t hdr[FRAME_HDR] = {(uint8_t)(n >> 24), (uint8_t)(n >> 16), (uint8_t)(n >> 8),
+                                  (uint8_t)n};
+        if (tbuf_append(&c->out, hdr, FRAME_HDR) < 0) return -1;
+        for (size_t left = n; left > 0;) {
+            size_t k = left < sizeof(zeros) ? left : sizeof(zeros);
+            if (tbuf_append(&c->out, zeros, k) < 0) return -1;
+            left -= k;
+        }
+    }
+    c->in.off = end;
+    if (c->in.off == c->in.len) c->in.off = c->in.len = 0;
+    if (flush_out(c->fd, &c->out) < 0) return -1;
+    return sconn_interest(w, c, tbuf_avail(&c->out) != 0);
+}
+
 /* Echoes every complete frame in c->in.  Returns 0 or -1 (close). */
 static int sconn_process(worker *w, sconn *c)
 {
@@ -494,6 +516,7 @@ static int sconn_process(worker *w, sconn *c)
         end += FRAME_HDR + len;
     }
     if (end == start) return 0;
+    if (perf_reply_size >= 0) return sconn_answer(w, c, start, end);
     size_t done = 0;
     if (tbuf_avail(&c->out) == 0) {
         while (done < end - start) {

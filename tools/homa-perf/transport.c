@@ -76,6 +76,8 @@ int pt_client_create(const perf_opts *o, const perf_addr *addr, int conns, pt_cl
     return homa_client_create(addr, o->busy_poll_us, out, err, errlen);
 }
 
+long perf_reply_size = -1;
+
 int pt_server_start(const perf_opts *o, pt_server **out, char *err, size_t errlen)
 {
     if (o->proto == PERF_TCP)
